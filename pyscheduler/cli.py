@@ -1,0 +1,111 @@
+"""Command-line entry point: ``pyscheduler <command>``.
+
+Commands:
+
+* ``sim up`` — start the embedded cluster (API server, simulated kubelets and controllers) on
+  loopback, write a kubeconfig that ``kubectl`` and the ``kubernetes`` client use unchanged, and
+  run until interrupted.
+* ``version`` — print the version.
+
+Exit codes: 0 success, 2 bad usage or configuration (the message names what is wrong).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import signal
+import sys
+from pathlib import Path
+
+import structlog
+
+from pyscheduler import __version__
+from pyscheduler.logs import configure_logging
+
+__all__ = ["main"]
+
+log = structlog.get_logger("pyscheduler.cli")
+
+
+def _sim_up(args: argparse.Namespace) -> int:
+    from pyscheduler.sim.cluster import Cluster, ClusterConfigError, ClusterSpec, load_cluster_file
+
+    try:
+        spec = load_cluster_file(args.cluster) if args.cluster else ClusterSpec.with_nodes(
+            args.nodes)
+    except ClusterConfigError as exc:
+        print(f"pyscheduler sim up: {exc}", file=sys.stderr)
+        return 2
+    workdir = Path(args.workdir)
+    workdir.mkdir(parents=True, exist_ok=True)
+
+    async def run() -> None:
+        cluster = Cluster(spec, history=args.watch_history)
+        await cluster.start(args.host, args.port)
+        kubeconfig = workdir / "kubeconfig"
+        cluster.write_kubeconfig(kubeconfig)
+        nodes = sum(p.count for p in spec.pools)
+        print(f"embedded cluster listening on {cluster.url} with {nodes} nodes", flush=True)
+        print(f"  export KUBECONFIG={kubeconfig.resolve()}", flush=True)
+        print("  kubectl get nodes", flush=True)
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            with contextlib.suppress(NotImplementedError):
+                loop.add_signal_handler(sig, stop.set)
+        await stop.wait()
+        log.info("stopping embedded cluster")
+        await cluster.stop()
+
+    _run_loop(run())
+    return 0
+
+
+def _run_loop(coro: object) -> None:
+    try:
+        import uvloop
+    except ImportError:
+        asyncio.run(coro)  # type: ignore[arg-type]
+    else:
+        uvloop.run(coro)  # type: ignore[arg-type]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="pyscheduler", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--log-level", default="info",
+                        choices=["debug", "info", "warning", "error"])
+    parser.add_argument("--log-format", default="auto", choices=["auto", "console", "json"])
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    sim = sub.add_parser("sim", help="the embedded cluster")
+    sim_sub = sim.add_subparsers(dest="sim_command", required=True)
+    up = sim_sub.add_parser("up", help="start the embedded cluster and run until interrupted")
+    up.add_argument("--workdir", required=True, help="directory for kubeconfig and state")
+    size = up.add_mutually_exclusive_group()
+    size.add_argument("--nodes", type=int, default=3,
+                      help="number of 4-CPU/32Gi/110-pod nodes (default 3)")
+    size.add_argument("--cluster", help="cluster file (YAML) describing node pools")
+    up.add_argument("--host", default="127.0.0.1")
+    up.add_argument("--port", type=int, default=0, help="port (default: any free port)")
+    up.add_argument("--watch-history", type=int, default=10000,
+                    help="events kept per resource for watches to resume from")
+    up.set_defaults(func=_sim_up)
+
+    version = sub.add_parser("version", help="print the version")
+    version.set_defaults(func=lambda args: print(__version__) or 0)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    fmt = {"auto": None, "console": False, "json": True}[args.log_format]
+    configure_logging(args.log_level, json=fmt)
+    result: int = args.func(args)
+    return result
+
+
+if __name__ == "__main__":
+    sys.exit(main())

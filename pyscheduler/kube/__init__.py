@@ -1,0 +1,1 @@
+"""The only package that talks to a Kubernetes API server."""

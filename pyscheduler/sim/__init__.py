@@ -1,0 +1,1 @@
+"""The embedded cluster: a loopback Kubernetes API server, simulated kubelets and controllers."""

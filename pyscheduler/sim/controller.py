@@ -1,0 +1,101 @@
+"""A small work-queue controller base for the embedded cluster's in-process controllers.
+
+Each controller keeps a set of dirty keys fed by the registry's change listener and drains it on
+the event loop, the way client-go's work queues de-duplicate keys: many changes to one object
+before the controller runs cost one reconcile. A periodic resync re-queues everything, so a
+missed trigger only delays convergence. A reconcile that raises is logged and retried later;
+it never stops the controller.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Hashable, Iterable
+from typing import Any
+
+import structlog
+
+from pyscheduler.sim import errors
+from pyscheduler.sim.registry import Registry
+from pyscheduler.sim.resources import ResourceType
+
+__all__ = ["Controller"]
+
+
+class Controller:
+    name = "controller"
+    resync_seconds = 10.0
+    # Coalesce bursts of changes: wait this long after the first dirty key before draining.
+    batch_seconds = 0.005
+
+    def __init__(self, registry: Registry) -> None:
+        self.registry = registry
+        self.log = structlog.get_logger(f"pyscheduler.sim.{self.name}")
+        self._dirty: dict[Hashable, None] = {}
+        self._wake = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+        registry.listeners.append(self.on_change)
+
+    # -- to override ---------------------------------------------------------------------------
+
+    def on_change(self, kind: str, rt: ResourceType, obj: dict[str, Any]) -> None:
+        """Called synchronously for every write; must only enqueue keys."""
+
+    def all_keys(self) -> Iterable[Hashable]:
+        return ()
+
+    async def reconcile(self, key: Any) -> None:
+        raise NotImplementedError
+
+    # -- machinery -----------------------------------------------------------------------------
+
+    def enqueue(self, key: Hashable) -> None:
+        self._dirty[key] = None
+        self._wake.set()
+
+    def start(self) -> None:
+        self._task = asyncio.get_running_loop().create_task(self._run(), name=self.name)
+
+    async def stop(self) -> None:
+        if self.on_change in self.registry.listeners:
+            self.registry.listeners.remove(self.on_change)
+        if self._task is not None:
+            self._task.cancel()
+            try:
+                await self._task
+            except asyncio.CancelledError:
+                pass
+            self._task = None
+
+    async def _run(self) -> None:
+        loop = asyncio.get_running_loop()
+        next_resync = loop.time() + self.resync_seconds
+        while True:
+            timeout = max(next_resync - loop.time(), 0.0)
+            try:
+                await asyncio.wait_for(self._wake.wait(), timeout)
+            except asyncio.TimeoutError:
+                pass
+            self._wake.clear()
+            if loop.time() >= next_resync:
+                for key in self.all_keys():
+                    self._dirty[key] = None
+                next_resync = loop.time() + self.resync_seconds
+            if self.batch_seconds:
+                await asyncio.sleep(self.batch_seconds)
+            keys = list(self._dirty)
+            self._dirty.clear()
+            for key in keys:
+                try:
+                    await self.reconcile(key)
+                except errors.ApiError as exc:
+                    if exc.code in (404, 409):
+                        # The world moved on between read and write: look again soon.
+                        self._dirty[key] = None
+                    else:
+                        self.log.warning("reconcile failed", key=str(key), error=exc.message)
+                except Exception:
+                    self.log.exception("reconcile failed", key=str(key))
+            if self._dirty:
+                self._wake.set()
+                await asyncio.sleep(0.05)

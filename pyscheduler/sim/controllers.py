@@ -1,0 +1,676 @@
+"""The kube-controller-manager part of the embedded cluster.
+
+* :class:`ReplicaSetController` keeps ``spec.replicas`` pods, adopts orphans that match its
+  selector and releases owned pods that stop matching. On scale-down it deletes pods in
+  kube-controller-manager's order (``controller.ActivePodsWithRanks``): unassigned before assigned,
+  Pending before Unknown before Running, not ready before ready, lower
+  ``controller.kubernetes.io/pod-deletion-cost`` first, pods doubled up on a node first, ready for
+  less time first, more restarts first, newer first.
+* :class:`DeploymentController` owns one ReplicaSet per pod template (named by the
+  ``pod-template-hash``), rolls out with RollingUpdate (maxSurge/maxUnavailable) or Recreate,
+  scales, and keeps ``revisionHistoryLimit`` old ReplicaSets.
+* :class:`GarbageCollector` deletes dependents whose owners are all gone (background
+  propagation), orphans dependents of an owner deleted with ``Orphan``, and holds an owner deleted
+  with ``Foreground`` until its dependents are gone.
+* :class:`DisruptionController` keeps PodDisruptionBudget status current for the eviction
+  subresource.
+* :class:`NamespaceController` empties a terminating namespace, then removes it.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import math
+from collections.abc import Hashable, Iterable
+from typing import Any
+
+import orjson
+
+from pyscheduler.sim import errors
+from pyscheduler.sim.controller import Controller
+from pyscheduler.sim.registry import Registry, now_rfc3339
+from pyscheduler.sim.resources import ResourceType
+from pyscheduler.sim.selectors import SelectorError, label_selector_from_dict
+from pyscheduler.sim.store import Stored
+
+__all__ = [
+    "DeploymentController",
+    "DisruptionController",
+    "GarbageCollector",
+    "NamespaceController",
+    "ReplicaSetController",
+    "all_controllers",
+]
+
+Obj = dict[str, Any]
+DELETION_COST = "controller.kubernetes.io/pod-deletion-cost"
+REVISION = "deployment.kubernetes.io/revision"
+HASH_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
+
+
+def _controller_ref(obj: Obj) -> Obj | None:
+    for ref in (obj.get("metadata") or {}).get("ownerReferences") or ():
+        if ref.get("controller"):
+            return dict(ref)
+    return None
+
+
+def _owner_ref(owner: Obj, kind: str, api_version: str) -> Obj:
+    meta = owner["metadata"]
+    return {"apiVersion": api_version, "kind": kind, "name": meta["name"], "uid": meta["uid"],
+            "controller": True, "blockOwnerDeletion": True}
+
+
+def _is_active(pod: Obj) -> bool:
+    phase = (pod.get("status") or {}).get("phase")
+    return phase not in ("Succeeded", "Failed") and not pod["metadata"].get("deletionTimestamp")
+
+
+def _condition_true(pod: Obj, type_: str) -> bool:
+    return any(c.get("type") == type_ and c.get("status") == "True"
+               for c in (pod.get("status") or {}).get("conditions") or ())
+
+
+def _ready_since(pod: Obj) -> str:
+    for c in (pod.get("status") or {}).get("conditions") or ():
+        if c.get("type") == "Ready" and c.get("status") == "True":
+            return str(c.get("lastTransitionTime") or "")
+    return ""
+
+
+def _selector(obj: Obj) -> Any:
+    try:
+        return label_selector_from_dict((obj.get("spec") or {}).get("selector"))
+    except SelectorError:
+        return None
+
+
+# -- ReplicaSet ---------------------------------------------------------------------------------
+
+class ReplicaSetController(Controller):
+    name = "replicaset-controller"
+
+    def __init__(self, registry: Registry) -> None:
+        super().__init__(registry)
+        self.rs = registry.type("apps", "v1", "replicasets")
+
+    def on_change(self, kind: str, rt: ResourceType, obj: Obj) -> None:
+        if rt is self.rs and kind != "DELETED":
+            meta = obj["metadata"]
+            self.enqueue((meta["namespace"], meta["name"]))
+        elif rt is self.registry.pods:
+            ref = _controller_ref(obj)
+            ns = obj["metadata"]["namespace"]
+            if ref is not None and ref.get("kind") == "ReplicaSet":
+                self.enqueue((ns, ref["name"]))
+            elif kind != "DELETED" and ref is None:
+                # A pod without a controller may be adopted by a ReplicaSet of its namespace.
+                for s in self.registry.store.iter(self.rs, ns):
+                    self.enqueue((ns, s.name))
+
+    def all_keys(self) -> Iterable[Hashable]:
+        return [(s.namespace, s.name) for s in self.registry.store.iter(self.rs)]
+
+    async def reconcile(self, key: Any) -> None:
+        namespace, name = key
+        stored = self.registry.store.get(self.rs, namespace, name)
+        if stored is None:
+            return
+        rs = stored.obj
+        selector = _selector(rs)
+        if selector is None:
+            return
+        pods = self._claim(rs, stored, selector)
+        active = [p for p in pods if _is_active(p)]
+        deleting = rs["metadata"].get("deletionTimestamp")
+        want = int(rs["spec"].get("replicas", 1))
+        if not deleting:
+            if len(active) < want:
+                for _ in range(want - len(active)):
+                    self._create_pod(rs)
+            elif len(active) > want:
+                for pod in self._deletion_order(active)[:len(active) - want]:
+                    try:
+                        self.registry.delete(self.registry.pods, namespace,
+                                             pod["metadata"]["name"])
+                    except errors.ApiError as exc:
+                        if exc.code != 404:
+                            raise
+        self._update_status(stored, rs, active, selector)
+
+    def _claim(self, rs: Obj, stored: Stored, selector: Any) -> list[Obj]:
+        """Owned pods, adopting matching orphans and releasing owned pods that stopped matching."""
+        out = []
+        uid = stored.uid
+        for s in list(self.registry.store.iter(self.registry.pods, stored.namespace)):
+            pod = s.obj
+            ref = _controller_ref(pod)
+            matches = selector.matches(s.labels)
+            if ref is not None and ref.get("uid") == uid:
+                if matches:
+                    out.append(pod)
+                elif not pod["metadata"].get("deletionTimestamp"):
+                    pod["metadata"]["ownerReferences"] = [
+                        r for r in pod["metadata"]["ownerReferences"] if r.get("uid") != uid]
+                    self.registry.update(self.registry.pods, s.namespace, s.name, pod)
+            elif ref is None and matches and _is_active(pod) \
+                    and not rs["metadata"].get("deletionTimestamp"):
+                pod["metadata"].setdefault("ownerReferences", []).append(
+                    _owner_ref(rs, "ReplicaSet", "apps/v1"))
+                out.append(self.registry.update(self.registry.pods, s.namespace, s.name, pod))
+        return out
+
+    def _create_pod(self, rs: Obj) -> None:
+        template = rs["spec"].get("template") or {}
+        tmeta = dict(template.get("metadata") or {})
+        meta = {"generateName": rs["metadata"]["name"] + "-",
+                "namespace": rs["metadata"]["namespace"],
+                "labels": dict(tmeta.get("labels") or {}),
+                "ownerReferences": [_owner_ref(rs, "ReplicaSet", "apps/v1")]}
+        if tmeta.get("annotations"):
+            meta["annotations"] = dict(tmeta["annotations"])
+        if tmeta.get("finalizers"):
+            meta["finalizers"] = list(tmeta["finalizers"])
+        self.registry.create(self.registry.pods, rs["metadata"]["namespace"], {
+            "apiVersion": "v1", "kind": "Pod", "metadata": meta,
+            "spec": orjson.loads(orjson.dumps(template.get("spec") or {}))})
+
+    @staticmethod
+    def _deletion_order(pods: list[Obj]) -> list[Obj]:
+        per_node: dict[str, int] = {}
+        for p in pods:
+            node = p["spec"].get("nodeName") or ""
+            if node:
+                per_node[node] = per_node.get(node, 0) + 1
+        phase_rank = {"Pending": 0, "Unknown": 1, "Running": 2}
+
+        def cost(p: Obj) -> int:
+            raw = (p["metadata"].get("annotations") or {}).get(DELETION_COST, "0")
+            try:
+                return int(raw)
+            except ValueError:
+                return 0
+
+        def restarts(p: Obj) -> int:
+            return sum(int(c.get("restartCount", 0))
+                       for c in (p.get("status") or {}).get("containerStatuses") or ())
+
+        def key(p: Obj) -> tuple[Any, ...]:
+            node = p["spec"].get("nodeName") or ""
+            ready = _condition_true(p, "Ready")
+            return (
+                1 if node else 0,
+                phase_rank.get((p.get("status") or {}).get("phase", ""), 3),
+                1 if ready else 0,
+                cost(p),
+                -per_node.get(node, 0),
+                # ready for less time (later transition) goes first
+                _Reverse(_ready_since(p)) if ready else _Reverse(""),
+                -restarts(p),
+                _Reverse(p["metadata"].get("creationTimestamp", "")),
+            )
+
+        return sorted(pods, key=key)
+
+    def _update_status(self, stored: Stored, rs: Obj, active: list[Obj], selector: Any) -> None:
+        template_labels = ((rs["spec"].get("template") or {}).get("metadata") or {}).get(
+            "labels") or {}
+        ready = sum(1 for p in active if _condition_true(p, "Ready"))
+        status = {
+            "replicas": len(active),
+            "fullyLabeledReplicas": sum(
+                1 for p in active if all((p["metadata"].get("labels") or {}).get(k) == v
+                                         for k, v in template_labels.items())),
+            "readyReplicas": ready,
+            "availableReplicas": ready,
+            "observedGeneration": rs["metadata"].get("generation", 1),
+        }
+        # Zero values of omitempty fields are not serialized (replicas has no omitempty).
+        status = {k: v for k, v in status.items() if v or k == "replicas"}
+        if rs.get("status") != status:
+            rs["status"] = status
+            self.registry.update(self.rs, stored.namespace, stored.name, rs, "status")
+
+
+class _Reverse:
+    """Sorts its value in descending order inside an ascending tuple sort."""
+
+    __slots__ = ("value",)
+
+    def __init__(self, value: str) -> None:
+        self.value = value
+
+    def __lt__(self, other: _Reverse) -> bool:
+        return self.value > other.value
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, _Reverse) and self.value == other.value
+
+
+# -- Deployment ---------------------------------------------------------------------------------
+
+def _template_hash(template: Obj, collisions: int = 0) -> str:
+    digest = hashlib.sha256(orjson.dumps(template, option=orjson.OPT_SORT_KEYS)
+                            + str(collisions).encode()).digest()
+    return "".join(HASH_ALPHABET[b % len(HASH_ALPHABET)] for b in digest[:10])
+
+
+def _scaled(value: Any, total: int, round_up: bool) -> int:
+    if isinstance(value, str) and value.endswith("%"):
+        pct = float(value[:-1]) / 100.0 * total
+        return math.ceil(pct) if round_up else math.floor(pct)
+    return int(value or 0)
+
+
+class DeploymentController(Controller):
+    name = "deployment-controller"
+
+    def __init__(self, registry: Registry) -> None:
+        super().__init__(registry)
+        self.deploy = registry.type("apps", "v1", "deployments")
+        self.rs = registry.type("apps", "v1", "replicasets")
+
+    def on_change(self, kind: str, rt: ResourceType, obj: Obj) -> None:
+        if rt is self.deploy and kind != "DELETED":
+            self.enqueue((obj["metadata"]["namespace"], obj["metadata"]["name"]))
+        elif rt is self.rs:
+            ref = _controller_ref(obj)
+            if ref is not None and ref.get("kind") == "Deployment":
+                self.enqueue((obj["metadata"]["namespace"], ref["name"]))
+
+    def all_keys(self) -> Iterable[Hashable]:
+        return [(s.namespace, s.name) for s in self.registry.store.iter(self.deploy)]
+
+    def _owned(self, stored: Stored) -> list[Obj]:
+        return [rs for rs in (s.obj for s in self.registry.store.iter(self.rs, stored.namespace)
+                              if stored.uid in s.owner_uids)
+                if (_controller_ref(rs) or {}).get("uid") == stored.uid]
+
+    async def reconcile(self, key: Any) -> None:
+        namespace, name = key
+        stored = self.registry.store.get(self.deploy, namespace, name)
+        if stored is None:
+            return
+        d = stored.obj
+        if d["metadata"].get("deletionTimestamp"):
+            return
+        owned = self._owned(stored)
+        template = d["spec"].get("template") or {}
+        thash = _template_hash(template)
+        new = next((rs for rs in owned
+                    if (rs["metadata"].get("labels") or {}).get("pod-template-hash") == thash),
+                   None)
+        old = [rs for rs in owned if rs is not new]
+        revision = 1 + max((int((rs["metadata"].get("annotations") or {}).get(REVISION, "0"))
+                            for rs in owned), default=0)
+        if new is None:
+            new = self._create_rs(d, thash, revision, 0 if old else d["spec"]["replicas"])
+        elif old and (new["metadata"].get("annotations") or {}).get(REVISION) != str(
+                revision - 1):
+            new["metadata"].setdefault("annotations", {})[REVISION] = str(revision)
+            new = self.registry.update(self.rs, namespace, new["metadata"]["name"], new)
+        self._rollout(d, new, old)
+        self._cleanup(d, old)
+        self._update_status(stored, d, new)
+
+    def _create_rs(self, d: Obj, thash: str, revision: int, replicas: int) -> Obj:
+        template = orjson.loads(orjson.dumps(d["spec"]["template"]))
+        template.setdefault("metadata", {}).setdefault("labels", {})["pod-template-hash"] = thash
+        selector = orjson.loads(orjson.dumps(d["spec"]["selector"]))
+        selector.setdefault("matchLabels", {})["pod-template-hash"] = thash
+        meta = d["metadata"]
+        return self.registry.create(self.rs, meta["namespace"], {
+            "apiVersion": "apps/v1", "kind": "ReplicaSet",
+            "metadata": {"name": f"{meta['name']}-{thash}", "namespace": meta["namespace"],
+                         "labels": dict(template["metadata"]["labels"]),
+                         "annotations": {REVISION: str(revision),
+                                         "deployment.kubernetes.io/desired-replicas":
+                                             str(d["spec"]["replicas"])},
+                         "ownerReferences": [_owner_ref(d, "Deployment", "apps/v1")]},
+            "spec": {"replicas": replicas, "selector": selector, "template": template,
+                     "minReadySeconds": d["spec"].get("minReadySeconds", 0)}})
+
+    def _scale(self, rs: Obj, replicas: int) -> None:
+        if rs["spec"].get("replicas") != replicas:
+            rs["spec"]["replicas"] = replicas
+            self.registry.update(self.rs, rs["metadata"]["namespace"], rs["metadata"]["name"],
+                                 rs)
+
+    def _rollout(self, d: Obj, new: Obj, old: list[Obj]) -> None:
+        want = int(d["spec"]["replicas"])
+        strategy = d["spec"].get("strategy") or {}
+        if d["spec"].get("paused"):
+            return
+        old_live = [rs for rs in old if rs["spec"].get("replicas", 0) > 0
+                    or (rs.get("status") or {}).get("replicas", 0) > 0]
+        if strategy.get("type") == "Recreate":
+            for rs in old_live:
+                self._scale(rs, 0)
+            if not any((rs.get("status") or {}).get("replicas", 0) for rs in old_live):
+                self._scale(new, want)
+            return
+        if not old_live:
+            self._scale(new, want)
+            return
+        rolling = strategy.get("rollingUpdate") or {}
+        surge = _scaled(rolling.get("maxSurge", "25%"), want, True)
+        unavailable = _scaled(rolling.get("maxUnavailable", "25%"), want, False)
+        if surge == 0 and unavailable == 0:
+            unavailable = 1
+        total = new["spec"].get("replicas", 0) + sum(rs["spec"].get("replicas", 0)
+                                                      for rs in old_live)
+        # Scale the new ReplicaSet up within the surge budget.
+        room = want + surge - total
+        if room > 0 and new["spec"].get("replicas", 0) < want:
+            self._scale(new, min(want, new["spec"].get("replicas", 0) + room))
+            total = new["spec"]["replicas"] + sum(rs["spec"].get("replicas", 0)
+                                                  for rs in old_live)
+        # Scale old ReplicaSets down as far as availability allows, oldest first.
+        available = sum((rs.get("status") or {}).get("availableReplicas", 0)
+                        for rs in [new, *old_live])
+        can_remove = available - (want - unavailable)
+        # Replicas that are not available can go at once: they serve nothing.
+        for rs in sorted(old_live, key=lambda r: r["metadata"].get("creationTimestamp", "")):
+            spec_replicas = rs["spec"].get("replicas", 0)
+            unhealthy = spec_replicas - (rs.get("status") or {}).get("availableReplicas", 0)
+            cut = min(spec_replicas, max(unhealthy, 0) + max(can_remove, 0))
+            if cut > 0:
+                healthy_cut = max(0, cut - max(unhealthy, 0))
+                can_remove -= healthy_cut
+                self._scale(rs, spec_replicas - cut)
+
+    def _cleanup(self, d: Obj, old: list[Obj]) -> None:
+        limit = int(d["spec"].get("revisionHistoryLimit", 10))
+        dead = [rs for rs in old if rs["spec"].get("replicas", 0) == 0
+                and (rs.get("status") or {}).get("replicas", 0) == 0]
+        dead.sort(key=lambda r: int((r["metadata"].get("annotations") or {}).get(REVISION, "0")))
+        for rs in dead[:max(0, len(dead) - limit)]:
+            try:
+                self.registry.delete(self.rs, rs["metadata"]["namespace"], rs["metadata"]["name"])
+            except errors.ApiError as exc:
+                if exc.code != 404:
+                    raise
+
+    def _update_status(self, stored: Stored, d: Obj, new: Obj) -> None:
+        owned = self._owned(stored)
+        replicas = sum((rs.get("status") or {}).get("replicas", 0) for rs in owned)
+        ready = sum((rs.get("status") or {}).get("readyReplicas", 0) for rs in owned)
+        available = sum((rs.get("status") or {}).get("availableReplicas", 0) for rs in owned)
+        new_now = next((rs for rs in owned if rs["metadata"]["uid"] == new["metadata"]["uid"]),
+                       new)
+        updated = (new_now.get("status") or {}).get("replicas", 0)
+        want = int(d["spec"]["replicas"])
+        rolling = (d["spec"].get("strategy") or {}).get("rollingUpdate") or {}
+        min_available = want - _scaled(rolling.get("maxUnavailable", "25%"), want, False)
+        old_status = d.get("status") or {}
+        now = now_rfc3339()
+
+        def condition(type_: str, status: str, reason: str, message: str) -> Obj:
+            for c in old_status.get("conditions") or ():
+                if c.get("type") == type_ and c.get("status") == status \
+                        and c.get("reason") == reason:
+                    return dict(c)
+            return {"type": type_, "status": status, "reason": reason, "message": message,
+                    "lastUpdateTime": now, "lastTransitionTime": now}
+
+        complete = updated == want and replicas == want and available >= want
+        status: Obj = {
+            "observedGeneration": d["metadata"].get("generation", 1),
+            "replicas": replicas,
+            "updatedReplicas": updated,
+            "readyReplicas": ready,
+            "availableReplicas": available,
+            "unavailableReplicas": max(0, want - available),
+            "conditions": [
+                condition("Available", "True", "MinimumReplicasAvailable",
+                          "Deployment has minimum availability.")
+                if available >= min_available else
+                condition("Available", "False", "MinimumReplicasUnavailable",
+                          "Deployment does not have minimum availability."),
+                condition("Progressing", "True", "NewReplicaSetAvailable",
+                          f'ReplicaSet "{new["metadata"]["name"]}" has successfully progressed.')
+                if complete else
+                condition("Progressing", "True", "ReplicaSetUpdated",
+                          f'ReplicaSet "{new["metadata"]["name"]}" is progressing.'),
+            ],
+        }
+        for k in [k for k, v in status.items() if v == 0 and k != "observedGeneration"]:
+            del status[k]
+        if old_status != status:
+            d["status"] = status
+            self.registry.update(self.deploy, stored.namespace, stored.name, d, "status")
+        revision = (new["metadata"].get("annotations") or {}).get(REVISION)
+        if revision and (d["metadata"].get("annotations") or {}).get(REVISION) != revision:
+            current = self.registry.get(self.deploy, stored.namespace, stored.name)
+            current["metadata"].setdefault("annotations", {})[REVISION] = revision
+            self.registry.update(self.deploy, stored.namespace, stored.name, current)
+
+
+# -- garbage collection -------------------------------------------------------------------------
+
+class GarbageCollector(Controller):
+    """Background, foreground and orphan propagation over ownerReferences."""
+
+    name = "garbage-collector"
+    resync_seconds = 5.0
+
+    def on_change(self, kind: str, rt: ResourceType, obj: Obj) -> None:
+        meta = obj.get("metadata") or {}
+        uid = meta.get("uid", "")
+        if kind == "DELETED":
+            if uid in self.registry.store.dependents:
+                self.enqueue(("gone", uid))
+        elif meta.get("deletionTimestamp") and {"orphan", "foregroundDeletion"} & set(
+                meta.get("finalizers") or ()):
+            self.enqueue(("owner", rt.key, meta.get("namespace", ""), meta.get("name", "")))
+        elif kind == "ADDED" and meta.get("ownerReferences"):
+            # A dependent created with a dangling owner reference is collected too.
+            self.enqueue(("check", rt.key, meta.get("namespace", ""), meta.get("name", "")))
+
+    def _live_uids(self) -> set[str]:
+        return {s.uid for table in self.registry.store.tables.values()
+                for s in table.objects.values()}
+
+    def all_keys(self) -> Iterable[Hashable]:
+        live = self._live_uids()
+        keys: list[Hashable] = [("gone", uid) for uid in self.registry.store.dependents
+                                if uid not in live]
+        for table in self.registry.store.tables.values():
+            for s in table.objects.values():
+                if b'"deletionTimestamp"' in s.raw and (b'"orphan"' in s.raw
+                                                        or b'"foregroundDeletion"' in s.raw):
+                    keys.append(("owner", table.rt.key, s.namespace, s.name))
+        return keys
+
+    def _table_type(self, key: tuple[str, str]) -> ResourceType | None:
+        table = self.registry.store.tables.get(key)
+        return table.rt if table is not None else None
+
+    async def reconcile(self, key: Any) -> None:
+        what = key[0]
+        if what == "gone":
+            self._owner_gone(key[1])
+        elif what == "owner":
+            _, tkey, ns, name = key
+            self._owner_deleting(tkey, ns, name)
+        elif what == "check":
+            _, tkey, ns, name = key
+            rt = self._table_type(tkey)
+            s = self.registry.store.get(rt, ns, name) if rt is not None else None
+            if s is not None:
+                live = self._live_uids()
+                if any(uid not in live for uid in s.owner_uids):
+                    for uid in s.owner_uids:
+                        if uid not in live:
+                            self._owner_gone(uid)
+
+    def _dependents(self, uid: str) -> list[tuple[ResourceType, Stored]]:
+        out = []
+        for tkey, (ns, name) in list(self.registry.store.dependents.get(uid, ())):
+            rt = self._table_type(tkey)
+            s = self.registry.store.get(rt, ns, name) if rt is not None else None
+            if rt is not None and s is not None:
+                out.append((rt, s))
+        return out
+
+    def _owner_gone(self, uid: str) -> None:
+        live = self._live_uids()
+        for rt, s in self._dependents(uid):
+            obj = s.obj
+            refs = obj["metadata"].get("ownerReferences") or []
+            if any(r.get("uid") in live for r in refs):
+                # Other owners remain: only the dangling reference goes.
+                obj["metadata"]["ownerReferences"] = [r for r in refs if r.get("uid") in live]
+                self.registry.update(rt, s.namespace, s.name, obj)
+            elif not obj["metadata"].get("deletionTimestamp"):
+                self.registry.delete(rt, s.namespace, s.name, {"propagationPolicy": "Background"})
+
+    def _owner_deleting(self, tkey: tuple[str, str], ns: str, name: str) -> None:
+        rt = self._table_type(tkey)
+        s = self.registry.store.get(rt, ns, name) if rt is not None else None
+        if rt is None or s is None:
+            return
+        owner = s.obj
+        finalizers = list(owner["metadata"].get("finalizers") or ())
+        if "orphan" in finalizers:
+            for drt, dep in self._dependents(s.uid):
+                obj = dep.obj
+                obj["metadata"]["ownerReferences"] = [
+                    r for r in obj["metadata"].get("ownerReferences") or ()
+                    if r.get("uid") != s.uid]
+                self.registry.update(drt, dep.namespace, dep.name, obj)
+            finalizers.remove("orphan")
+        elif "foregroundDeletion" in finalizers:
+            deps = self._dependents(s.uid)
+            for drt, dep in deps:
+                if not b'"deletionTimestamp"' in dep.raw:
+                    self.registry.delete(drt, dep.namespace, dep.name,
+                                         {"propagationPolicy": "Foreground"})
+            if any(self.registry.store.get(drt, dep.namespace, dep.name) is not None
+                   for drt, dep in deps):
+                return  # the dependents' own deletions will re-trigger us
+            finalizers.remove("foregroundDeletion")
+        else:
+            return
+        owner = self.registry.get(rt, ns, name)
+        owner["metadata"]["finalizers"] = finalizers
+        self.registry.update(rt, ns, name, owner)
+
+
+# -- PodDisruptionBudgets -----------------------------------------------------------------------
+
+class DisruptionController(Controller):
+    name = "disruption-controller"
+
+    def on_change(self, kind: str, rt: ResourceType, obj: Obj) -> None:
+        if rt is self.registry.pdbs and kind != "DELETED":
+            self.enqueue(obj["metadata"]["namespace"])
+        elif rt is self.registry.pods:
+            ns = obj["metadata"]["namespace"]
+            if self.registry.store.tables[self.registry.pdbs.key].objects and any(
+                    True for _ in self.registry.store.iter(self.registry.pdbs, ns)):
+                self.enqueue(ns)
+
+    def all_keys(self) -> Iterable[Hashable]:
+        return {s.namespace for s in self.registry.store.iter(self.registry.pdbs)}
+
+    async def reconcile(self, key: Any) -> None:
+        namespace = str(key)
+        pods = [s for s in self.registry.store.iter(self.registry.pods, namespace)]
+        for s in list(self.registry.store.iter(self.registry.pdbs, namespace)):
+            pdb = s.obj
+            selector = _selector(pdb)
+            if selector is None:
+                continue
+            matching = [p.obj for p in pods if selector.matches(p.labels)]
+            matching = [p for p in matching
+                        if (p.get("status") or {}).get("phase") not in ("Succeeded", "Failed")]
+            status = dict(pdb.get("status") or {})
+            disrupted = dict(status.get("disruptedPods") or {})
+            now = dt.datetime.now(dt.timezone.utc)
+            live_names = {p["metadata"]["name"] for p in matching
+                          if not p["metadata"].get("deletionTimestamp")}
+            # An eviction is remembered until the pod is seen deleting, or for 2 minutes.
+            for pod_name, when in list(disrupted.items()):
+                try:
+                    stamp = dt.datetime.strptime(when, "%Y-%m-%dT%H:%M:%SZ").replace(
+                        tzinfo=dt.timezone.utc)
+                except ValueError:
+                    stamp = now
+                if pod_name not in live_names or (now - stamp).total_seconds() > 120:
+                    del disrupted[pod_name]
+            healthy = sum(1 for p in matching if _condition_true(p, "Ready")
+                          and not p["metadata"].get("deletionTimestamp")
+                          and p["metadata"]["name"] not in disrupted)
+            expected = len(matching)
+            spec = pdb.get("spec") or {}
+            if "maxUnavailable" in spec:
+                desired = max(0, expected - _scaled(spec["maxUnavailable"], expected, True))
+            else:
+                desired = _scaled(spec.get("minAvailable", 1), expected, True)
+            allowed = max(0, healthy - desired)
+            new_status: Obj = {
+                "observedGeneration": pdb["metadata"].get("generation", 1),
+                "disruptionsAllowed": allowed,
+                "currentHealthy": healthy,
+                "desiredHealthy": desired,
+                "expectedPods": expected,
+                "conditions": [self._condition(status, allowed)],
+            }
+            if disrupted:
+                new_status["disruptedPods"] = disrupted
+            if new_status != status:
+                pdb["status"] = new_status
+                self.registry.update(self.registry.pdbs, namespace, s.name, pdb, "status")
+
+    @staticmethod
+    def _condition(status: Obj, allowed: int) -> Obj:
+        state, reason = ("True", "SufficientPods") if allowed > 0 else ("False", "InsufficientPods")
+        for c in status.get("conditions") or ():
+            if c.get("type") == "DisruptionAllowed" and c.get("status") == state:
+                return dict(c)
+        return {"type": "DisruptionAllowed", "status": state, "reason": reason, "message": "",
+                "observedGeneration": 1, "lastTransitionTime": now_rfc3339()}
+
+
+# -- namespaces ---------------------------------------------------------------------------------
+
+class NamespaceController(Controller):
+    name = "namespace-controller"
+    resync_seconds = 2.0
+
+    def on_change(self, kind: str, rt: ResourceType, obj: Obj) -> None:
+        if rt is self.registry.namespaces and kind == "MODIFIED" \
+                and obj["metadata"].get("deletionTimestamp"):
+            self.enqueue(obj["metadata"]["name"])
+
+    def all_keys(self) -> Iterable[Hashable]:
+        return [s.name for s in self.registry.store.iter(self.registry.namespaces)
+                if b'"deletionTimestamp"' in s.raw]
+
+    async def reconcile(self, key: Any) -> None:
+        name = str(key)
+        remaining = 0
+        for table in list(self.registry.store.tables.values()):
+            rt = table.rt
+            if not rt.namespaced:
+                continue
+            for s in list(self.registry.store.iter(rt, name)):
+                remaining += 1
+                if b'"deletionTimestamp"' not in s.raw:
+                    try:
+                        self.registry.delete(rt, name, s.name)
+                    except errors.ApiError as exc:
+                        if exc.code != 404:
+                            raise
+        if remaining == 0:
+            self.registry.finalize_namespace(name)
+        else:
+            self.enqueue(name)
+
+
+def all_controllers(registry: Registry) -> list[Controller]:
+    return [ReplicaSetController(registry), DeploymentController(registry),
+            GarbageCollector(registry), DisruptionController(registry),
+            NamespaceController(registry)]

@@ -1,0 +1,206 @@
+"""API errors of the embedded API server, rendered as ``metav1.Status`` objects.
+
+Every failure a client can see is an :class:`ApiError` carrying the HTTP code, the ``reason``
+and the message kube-apiserver would use for the same situation, so that client libraries
+(the official ``kubernetes`` client, ``kubectl``) react to it exactly as they would to a real
+cluster: ``reason`` is what ``errors.IsNotFound``/``IsConflict`` and friends look at.
+
+The constructors below mirror apimachinery's ``k8s.io/apimachinery/pkg/api/errors`` helpers
+(``NewNotFound``, ``NewAlreadyExists``, ``NewConflict``, ``NewInvalid``, ...), including their
+message formats, e.g. ``pods "web-0" not found`` and ``deployments.apps "web" not found``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from pyscheduler.sim.validation import FieldError, invalid_message, status_causes
+
+__all__ = [
+    "ApiError",
+    "already_exists",
+    "bad_request",
+    "conflict",
+    "expired",
+    "forbidden",
+    "gone",
+    "internal_error",
+    "invalid",
+    "method_not_allowed",
+    "not_found",
+    "not_found_resource",
+    "qualified_resource",
+    "request_entity_too_large",
+    "status_success",
+    "too_many_requests",
+    "too_large_resource_version",
+    "unauthorized",
+    "unsupported_media_type",
+]
+
+
+class ApiError(Exception):
+    """A failure reported to the client as a ``metav1.Status`` with ``status: Failure``."""
+
+    def __init__(
+        self,
+        code: int,
+        reason: str,
+        message: str,
+        details: dict[str, Any] | None = None,
+        headers: dict[str, str] | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.code = code
+        self.reason = reason
+        self.message = message
+        self.details = details
+        self.headers = headers or {}
+
+    def status(self) -> dict[str, Any]:
+        body: dict[str, Any] = {
+            "kind": "Status",
+            "apiVersion": "v1",
+            "metadata": {},
+            "status": "Failure",
+            "message": self.message,
+            "reason": self.reason,
+            "code": self.code,
+        }
+        if self.details is not None:
+            body["details"] = self.details
+        return body
+
+
+def qualified_resource(group: str, plural: str) -> str:
+    """``pods`` for the core group, ``deployments.apps`` otherwise (GroupResource.String())."""
+    return f"{plural}.{group}" if group else plural
+
+
+def _details(group: str, plural: str, name: str) -> dict[str, Any]:
+    details: dict[str, Any] = {"name": name, "kind": plural}
+    if group:
+        details["group"] = group
+    return details
+
+
+def not_found(group: str, plural: str, name: str) -> ApiError:
+    return ApiError(
+        404,
+        "NotFound",
+        f'{qualified_resource(group, plural)} "{name}" not found',
+        _details(group, plural, name),
+    )
+
+
+def not_found_resource() -> ApiError:
+    """The answer for a path that names no resource this server serves."""
+    return ApiError(404, "NotFound", "the server could not find the requested resource", {})
+
+
+def already_exists(group: str, plural: str, name: str) -> ApiError:
+    return ApiError(
+        409,
+        "AlreadyExists",
+        f'{qualified_resource(group, plural)} "{name}" already exists',
+        _details(group, plural, name),
+    )
+
+
+def conflict(group: str, plural: str, name: str, why: str) -> ApiError:
+    return ApiError(
+        409,
+        "Conflict",
+        f'Operation cannot be fulfilled on {qualified_resource(group, plural)} "{name}": {why}',
+        _details(group, plural, name),
+    )
+
+
+STALE_OBJECT = (
+    "the object has been modified; please apply your changes to the latest version and try again"
+)
+
+
+def invalid(group: str, kind: str, name: str, errors: Sequence[FieldError]) -> ApiError:
+    """422 Invalid, message ``Kind "name" is invalid: [err1, err2]`` as apimachinery renders it."""
+    details: dict[str, Any] = {"name": name, "kind": kind, "causes": status_causes(errors)}
+    if group:
+        details["group"] = group
+    return ApiError(422, "Invalid", invalid_message(kind, group, name, errors), details)
+
+
+def bad_request(message: str) -> ApiError:
+    return ApiError(400, "BadRequest", message)
+
+
+def forbidden(group: str, plural: str, name: str, why: str) -> ApiError:
+    return ApiError(
+        403,
+        "Forbidden",
+        f'{qualified_resource(group, plural)} "{name}" is forbidden: {why}',
+        _details(group, plural, name),
+    )
+
+
+def method_not_allowed() -> ApiError:
+    return ApiError(
+        405, "MethodNotAllowed", "the server does not allow this method on the requested resource"
+    )
+
+
+def unsupported_media_type(content_type: str) -> ApiError:
+    return ApiError(
+        415, "UnsupportedMediaType", f"the body of the request was in an unknown format: {content_type}"
+    )
+
+
+def request_entity_too_large(limit: int) -> ApiError:
+    return ApiError(413, "RequestEntityTooLarge", f"Request entity too large: limit is {limit}")
+
+
+def gone(message: str) -> ApiError:
+    return ApiError(410, "Gone", message)
+
+
+def expired(message: str) -> ApiError:
+    return ApiError(410, "Expired", message)
+
+
+def too_many_requests(message: str, causes: Iterable[dict[str, Any]] = ()) -> ApiError:
+    details: dict[str, Any] = {"causes": list(causes)} if causes else {}
+    return ApiError(429, "TooManyRequests", message, details or None)
+
+
+def too_large_resource_version(wanted: int, current: int) -> ApiError:
+    return ApiError(
+        504,
+        "Timeout",
+        f"Timeout: Too large resource version: {wanted}, current: {current}",
+        {"causes": [{"reason": "ResourceVersionTooLarge", "message": "Too large resource version"}],
+         "retryAfterSeconds": 1},
+    )
+
+
+def unauthorized() -> ApiError:
+    return ApiError(401, "Unauthorized", "Unauthorized")
+
+
+def internal_error(message: str) -> ApiError:
+    return ApiError(
+        500, "InternalError", f"Internal error occurred: {message}",
+        {"causes": [{"message": message}]},
+    )
+
+
+def status_success(code: int = 200, details: dict[str, Any] | None = None) -> dict[str, Any]:
+    body: dict[str, Any] = {
+        "kind": "Status",
+        "apiVersion": "v1",
+        "metadata": {},
+        "status": "Success",
+        "code": code,
+    }
+    if details is not None:
+        body["details"] = details
+    return body

@@ -1,0 +1,385 @@
+"""Simulated kubelets: nodes that register, heartbeat, and run the pods bound to them.
+
+One :class:`KubeletFleet` plays the kubelet of every simulated node, as KWOK does, because one
+Python object per node would not scale to thousands of nodes. What it does, per node, is what a
+kubelet does that the API can observe:
+
+* registers the Node (capacity, allocatable, labels, taints, addresses, nodeInfo, conditions) and
+  renews its Lease in ``kube-node-lease`` (spread over the renew interval so 5000 nodes do not
+  write at once);
+* a pod bound to the node becomes Running after a start delay, with a pod IP from the node's
+  CIDR, container statuses and the Ready condition;
+* a pod being deleted terminates after its grace period (capped by the pool's termination time)
+  and is then removed (the kubelet's final delete with grace period 0);
+* faults can be injected through the API itself, so they work from ``kubectl``:
+  a node annotated ``sim.pyscheduler.io/condition: NotReady`` (or ``Unknown``) reports that
+  condition with the taints the node lifecycle controller would add; ``Ready`` recovers it.
+  A pod annotated ``sim.pyscheduler.io/fail: "true"`` fails (exit code 1) instead of running, and
+  ``sim.pyscheduler.io/run-seconds: "N"`` makes it complete after N seconds.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ipaddress
+from collections.abc import Hashable, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from pyscheduler.sim import errors
+from pyscheduler.sim.controller import Controller
+from pyscheduler.sim.registry import Registry, now_rfc3339
+from pyscheduler.sim.resources import ResourceType
+
+__all__ = ["FAULT_ANNOTATION", "KubeletFleet", "NodeSpec", "FAIL_ANNOTATION",
+           "RUN_SECONDS_ANNOTATION"]
+
+FAULT_ANNOTATION = "sim.pyscheduler.io/condition"
+FAIL_ANNOTATION = "sim.pyscheduler.io/fail"
+RUN_SECONDS_ANNOTATION = "sim.pyscheduler.io/run-seconds"
+KUBELET_VERSION = "v1.32.0-pyscheduler.sim"
+
+
+@dataclass
+class NodeSpec:
+    """What one simulated node is made of (from the cluster file)."""
+
+    name: str
+    capacity: dict[str, str]
+    labels: dict[str, str] = field(default_factory=dict)
+    taints: list[dict[str, Any]] = field(default_factory=list)
+    pod_cidr: str = ""
+    internal_ip: str = ""
+    pod_start_seconds: float = 0.2
+    pod_termination_seconds: float = 1.0
+
+
+class _NodeState:
+    __slots__ = ("spec", "network", "free_ips", "next_ip", "condition", "pod_ips")
+
+    def __init__(self, spec: NodeSpec) -> None:
+        self.spec = spec
+        self.network = ipaddress.ip_network(spec.pod_cidr) if spec.pod_cidr else None
+        self.free_ips: list[str] = []
+        self.next_ip = 2
+        self.condition = "Ready"
+        self.pod_ips: dict[str, str] = {}
+
+    def allocate_ip(self, pod_uid: str) -> str:
+        if pod_uid in self.pod_ips:
+            return self.pod_ips[pod_uid]
+        if self.network is None:
+            return ""
+        if self.free_ips:
+            ip = self.free_ips.pop()
+        else:
+            ip = str(self.network.network_address + self.next_ip)
+            self.next_ip += 1
+        self.pod_ips[pod_uid] = ip
+        return ip
+
+    def release_ip(self, pod_uid: str) -> None:
+        ip = self.pod_ips.pop(pod_uid, None)
+        if ip:
+            self.free_ips.append(ip)
+
+
+def _condition(type_: str, status: str, reason: str, message: str, now: str) -> dict[str, Any]:
+    return {"type": type_, "status": status, "reason": reason, "message": message,
+            "lastHeartbeatTime": now, "lastTransitionTime": now}
+
+
+class KubeletFleet(Controller):
+    """The kubelets of all simulated nodes."""
+
+    name = "kubelet"
+    resync_seconds = 5.0
+
+    def __init__(self, registry: Registry, nodes: Iterable[NodeSpec], *,
+                 lease_renew_seconds: float = 10.0) -> None:
+        super().__init__(registry)
+        self.nodes: dict[str, _NodeState] = {n.name: _NodeState(n) for n in nodes}
+        self.lease_renew_seconds = lease_renew_seconds
+        self.leases = registry.type("coordination.k8s.io", "v1", "leases")
+        self._timers: dict[tuple[str, str, str], asyncio.TimerHandle] = {}
+        self._lease_task: asyncio.Task[None] | None = None
+
+    # -- registration --------------------------------------------------------------------------
+
+    def node_object(self, spec: NodeSpec) -> dict[str, Any]:
+        now = now_rfc3339()
+        labels = {"kubernetes.io/hostname": spec.name, "kubernetes.io/os": "linux",
+                  "kubernetes.io/arch": "amd64", "beta.kubernetes.io/os": "linux",
+                  "beta.kubernetes.io/arch": "amd64", **spec.labels}
+        node: dict[str, Any] = {
+            "apiVersion": "v1", "kind": "Node",
+            "metadata": {"name": spec.name, "labels": labels,
+                         "annotations": {"node.alpha.kubernetes.io/ttl": "0"}},
+            "spec": {},
+            "status": {
+                "capacity": dict(spec.capacity),
+                "allocatable": dict(spec.capacity),
+                "conditions": self._conditions("Ready", now),
+                "addresses": [{"type": "InternalIP", "address": spec.internal_ip},
+                              {"type": "Hostname", "address": spec.name}],
+                "daemonEndpoints": {"kubeletEndpoint": {"Port": 10250}},
+                "nodeInfo": {"kubeletVersion": KUBELET_VERSION, "kubeProxyVersion": "",
+                             "osImage": "pyscheduler simulated node", "kernelVersion": "sim",
+                             "containerRuntimeVersion": "sim://1.0", "operatingSystem": "linux",
+                             "architecture": "amd64", "machineID": "", "systemUUID": "",
+                             "bootID": ""},
+            },
+        }
+        if spec.pod_cidr:
+            node["spec"]["podCIDR"] = spec.pod_cidr
+            node["spec"]["podCIDRs"] = [spec.pod_cidr]
+        if spec.taints:
+            node["spec"]["taints"] = [dict(t) for t in spec.taints]
+        return node
+
+    @staticmethod
+    def _conditions(state: str, now: str) -> list[dict[str, Any]]:
+        ready = {
+            "Ready": _condition("Ready", "True", "KubeletReady",
+                                "kubelet is posting ready status", now),
+            "NotReady": _condition("Ready", "False", "KubeletNotReady",
+                                   "container runtime network not ready (simulated fault)", now),
+            "Unknown": _condition("Ready", "Unknown", "NodeStatusUnknown",
+                                  "Kubelet stopped posting node status.", now),
+        }[state]
+        return [
+            _condition("MemoryPressure", "False", "KubeletHasSufficientMemory",
+                       "kubelet has sufficient memory available", now),
+            _condition("DiskPressure", "False", "KubeletHasNoDiskPressure",
+                       "kubelet has no disk pressure", now),
+            _condition("PIDPressure", "False", "KubeletHasSufficientPID",
+                       "kubelet has sufficient PID available", now),
+            ready,
+        ]
+
+    def register(self) -> None:
+        """Create every Node and its Lease (idempotent)."""
+        for state in self.nodes.values():
+            spec = state.spec
+            if self.registry.store.get(self.registry.nodes, "", spec.name) is None:
+                self.registry.create(self.registry.nodes, "", self.node_object(spec))
+            self._renew_lease(spec.name)
+
+    def _renew_lease(self, name: str) -> None:
+        now = now_rfc3339()[:-1] + ".000000Z"
+        current = self.registry.store.get(self.leases, "kube-node-lease", name)
+        if current is None:
+            node = self.registry.store.get(self.registry.nodes, "", name)
+            owner = [{"apiVersion": "v1", "kind": "Node", "name": name, "uid": node.uid}] \
+                if node is not None else []
+            self.registry.create(self.leases, "kube-node-lease", {
+                "metadata": {"name": name, "namespace": "kube-node-lease",
+                             "ownerReferences": owner},
+                "spec": {"holderIdentity": name, "leaseDurationSeconds": 40,
+                         "renewTime": now}})
+            return
+        lease = current.obj
+        lease["spec"]["renewTime"] = now
+        self.registry.update(self.leases, "kube-node-lease", name, lease)
+
+    async def _renew_leases(self) -> None:
+        """Renew every healthy node's lease once per interval, spread evenly over it."""
+        while True:
+            names = [n for n, s in self.nodes.items() if s.condition == "Ready"]
+            if not names:
+                await asyncio.sleep(self.lease_renew_seconds)
+                continue
+            per_tick = max(1, len(names) // max(1, int(self.lease_renew_seconds * 10)))
+            for i in range(0, len(names), per_tick):
+                for name in names[i:i + per_tick]:
+                    try:
+                        self._renew_lease(name)
+                    except errors.ApiError:
+                        pass
+                await asyncio.sleep(self.lease_renew_seconds * per_tick / len(names))
+
+    def start(self) -> None:
+        super().start()
+        self._lease_task = asyncio.get_running_loop().create_task(self._renew_leases())
+
+    async def stop(self) -> None:
+        if self._lease_task is not None:
+            self._lease_task.cancel()
+            self._lease_task = None
+        for timer in self._timers.values():
+            timer.cancel()
+        self._timers.clear()
+        await super().stop()
+
+    # -- reacting to the API -------------------------------------------------------------------
+
+    def on_change(self, kind: str, rt: ResourceType, obj: dict[str, Any]) -> None:
+        if rt is self.registry.pods:
+            node = (obj.get("spec") or {}).get("nodeName")
+            if node in self.nodes:
+                meta = obj["metadata"]
+                if kind == "DELETED":
+                    self.nodes[node].release_ip(meta.get("uid", ""))
+                    return
+                self.enqueue(("pod", meta["namespace"], meta["name"]))
+        elif rt is self.registry.nodes and kind == "MODIFIED":
+            name = obj["metadata"]["name"]
+            if name in self.nodes:
+                wanted = (obj["metadata"].get("annotations") or {}).get(FAULT_ANNOTATION, "Ready")
+                if wanted != self.nodes[name].condition:
+                    self.enqueue(("node", "", name))
+
+    def all_keys(self) -> Iterable[Hashable]:
+        for s in self.registry.store.iter(self.registry.pods):
+            # Only pods that still need the kubelet: unstarted or terminating.
+            if s.fields.get("spec.nodeName") in self.nodes:
+                phase = s.fields.get("status.phase")
+                if phase == "Pending" or phase == "Running":
+                    yield ("pod", s.namespace, s.name)
+
+    async def reconcile(self, key: Any) -> None:
+        what, namespace, name = key
+        if what == "node":
+            self._apply_node_fault(name)
+            return
+        stored = self.registry.store.get(self.registry.pods, namespace, name)
+        if stored is None:
+            return
+        pod = stored.obj
+        node_name = pod["spec"].get("nodeName")
+        state = self.nodes.get(node_name)
+        if state is None:
+            return
+        meta = pod["metadata"]
+        phase = (pod.get("status") or {}).get("phase")
+        loop = asyncio.get_running_loop()
+        if meta.get("deletionTimestamp"):
+            if ("kill", namespace, name) not in self._timers:
+                grace = float(meta.get("deletionGracePeriodSeconds") or 0)
+                delay = min(grace, state.spec.pod_termination_seconds)
+                self._timers[("kill", namespace, name)] = loop.call_later(
+                    delay, self._finish_deletion, namespace, name, stored.uid)
+            return
+        if phase == "Pending" and not (pod.get("status") or {}).get("startTime"):
+            if ("start", namespace, name) not in self._timers:
+                self._timers[("start", namespace, name)] = loop.call_later(
+                    state.spec.pod_start_seconds, self._start_pod, namespace, name, stored.uid)
+
+    def _apply_node_fault(self, name: str) -> None:
+        state = self.nodes[name]
+        node = self.registry.get(self.registry.nodes, "", name)
+        wanted = (node["metadata"].get("annotations") or {}).get(FAULT_ANNOTATION, "Ready")
+        if wanted not in ("Ready", "NotReady", "Unknown"):
+            self.log.warning("unknown node condition requested", node=name, condition=wanted)
+            return
+        state.condition = wanted
+        now = now_rfc3339()
+        node["status"]["conditions"] = self._conditions(wanted, now)
+        self.registry.update(self.registry.nodes, "", name, node, "status")
+        # The node lifecycle controller's taints for an unhealthy node.
+        node = self.registry.get(self.registry.nodes, "", name)
+        taints = [t for t in node["spec"].get("taints") or ()
+                  if t.get("key") not in ("node.kubernetes.io/not-ready",
+                                          "node.kubernetes.io/unreachable")]
+        if wanted != "Ready":
+            key = "node.kubernetes.io/not-ready" if wanted == "NotReady" \
+                else "node.kubernetes.io/unreachable"
+            taints += [{"key": key, "effect": "NoSchedule"},
+                       {"key": key, "effect": "NoExecute", "timeAdded": now}]
+        if taints:
+            node["spec"]["taints"] = taints
+        else:
+            node["spec"].pop("taints", None)
+        self.registry.update(self.registry.nodes, "", name, node)
+
+    def _start_pod(self, namespace: str, name: str, uid: str) -> None:
+        self._timers.pop(("start", namespace, name), None)
+        stored = self.registry.store.get(self.registry.pods, namespace, name)
+        if stored is None or stored.uid != uid:
+            return
+        pod = stored.obj
+        state = self.nodes.get(pod["spec"].get("nodeName"))
+        if state is None or pod["metadata"].get("deletionTimestamp"):
+            return
+        annotations = pod["metadata"].get("annotations") or {}
+        fail = annotations.get(FAIL_ANNOTATION) == "true"
+        now = now_rfc3339()
+        ip = state.allocate_ip(uid)
+        statuses = []
+        for c in pod["spec"].get("containers") or ():
+            cs: dict[str, Any] = {
+                "name": c.get("name"), "image": c.get("image"),
+                "imageID": f"sim://{c.get('image')}",
+                "containerID": f"sim://{uid[:8]}-{c.get('name')}",
+                "restartCount": 0, "ready": not fail, "started": not fail,
+            }
+            if fail:
+                cs["state"] = {"terminated": {"exitCode": 1, "reason": "Error",
+                                              "startedAt": now, "finishedAt": now}}
+            else:
+                cs["state"] = {"running": {"startedAt": now}}
+            statuses.append(cs)
+        ready = "False" if fail else "True"
+        conditions = [c for c in (pod.get("status") or {}).get("conditions") or ()
+                      if c.get("type") == "PodScheduled"]
+        for ctype, cstatus in (("PodReadyToStartContainers", "True"), ("Initialized", "True"),
+                               ("Ready", ready), ("ContainersReady", ready)):
+            conditions.append({"type": ctype, "status": cstatus, "lastProbeTime": None,
+                               "lastTransitionTime": now})
+        status = pod.setdefault("status", {})
+        status.update({
+            "phase": "Failed" if fail else "Running",
+            "conditions": conditions,
+            "hostIP": state.spec.internal_ip, "hostIPs": [{"ip": state.spec.internal_ip}],
+            "podIP": ip, "podIPs": [{"ip": ip}] if ip else [],
+            "startTime": now, "containerStatuses": statuses,
+        })
+        try:
+            self.registry.update(self.registry.pods, namespace, name, pod, "status")
+        except errors.ApiError as exc:
+            self.log.warning("pod start failed", pod=f"{namespace}/{name}", error=exc.message)
+            self.enqueue(("pod", namespace, name))
+            return
+        run_seconds = annotations.get(RUN_SECONDS_ANNOTATION)
+        if run_seconds and not fail:
+            try:
+                delay = float(run_seconds)
+            except ValueError:
+                self.log.warning("bad run-seconds annotation", pod=f"{namespace}/{name}",
+                                 value=run_seconds)
+                return
+            asyncio.get_running_loop().call_later(delay, self._complete_pod, namespace, name,
+                                                  uid)
+
+    def _complete_pod(self, namespace: str, name: str, uid: str) -> None:
+        stored = self.registry.store.get(self.registry.pods, namespace, name)
+        if stored is None or stored.uid != uid:
+            return
+        pod = stored.obj
+        now = now_rfc3339()
+        status = pod["status"]
+        status["phase"] = "Succeeded"
+        for cs in status.get("containerStatuses") or ():
+            started = (cs.get("state") or {}).get("running", {}).get("startedAt", now)
+            cs["state"] = {"terminated": {"exitCode": 0, "reason": "Completed",
+                                          "startedAt": started, "finishedAt": now}}
+            cs["ready"] = False
+            cs["started"] = False
+        for c in status.get("conditions") or ():
+            if c["type"] in ("Ready", "ContainersReady"):
+                c["status"] = "False"
+                c["reason"] = "PodCompleted"
+        self.registry.update(self.registry.pods, namespace, name, pod, "status")
+
+    def _finish_deletion(self, namespace: str, name: str, uid: str) -> None:
+        self._timers.pop(("kill", namespace, name), None)
+        stored = self.registry.store.get(self.registry.pods, namespace, name)
+        if stored is None or stored.uid != uid:
+            return
+        try:
+            self.registry.delete(self.registry.pods, namespace, name,
+                                 {"gracePeriodSeconds": 0, "preconditions": {"uid": uid}})
+        except errors.ApiError as exc:
+            if exc.code != 404:
+                self.log.warning("pod removal failed", pod=f"{namespace}/{name}",
+                                 error=exc.message)

@@ -1,0 +1,119 @@
+"""Shared fixtures: an embedded cluster over real HTTP, and clients pointed at it."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from kubernetes import client, config
+
+from pyscheduler.sim.cluster import ClusterSpec, PoolSpec
+from pyscheduler.sim.harness import BackgroundCluster
+
+KUBECTL = shutil.which("kubectl")
+
+
+def small_cluster() -> ClusterSpec:
+    return ClusterSpec(pools=[PoolSpec(name="node", count=3, cpu="4", memory="8Gi")],
+                       pod_start_seconds=0.05, pod_termination_seconds=0.2,
+                       lease_renew_seconds=2.0)
+
+
+@pytest.fixture(scope="session")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BackgroundCluster]:
+    """One embedded cluster for the session; tests isolate themselves by namespace."""
+    with BackgroundCluster(small_cluster(), tmp_path_factory.mktemp("cluster")) as c:
+        yield c
+
+
+@pytest.fixture(scope="session")
+def api(cluster: BackgroundCluster) -> client.ApiClient:
+    return config.new_client_from_config(config_file=str(cluster.kubeconfig))
+
+
+@pytest.fixture(scope="session")
+def core(api: client.ApiClient) -> client.CoreV1Api:
+    return client.CoreV1Api(api)
+
+
+@pytest.fixture
+def namespace(core: client.CoreV1Api) -> str:
+    name = f"t-{uuid.uuid4().hex[:8]}"
+    core.create_namespace({"metadata": {"name": name}})
+    return name
+
+
+class Http:
+    """Plain HTTPS requests with the cluster's token, for what typed clients cannot send."""
+
+    def __init__(self, cluster: BackgroundCluster) -> None:
+        import urllib3
+
+        self.base = cluster.url
+        self.token = cluster.cluster.token
+        self.pool = urllib3.PoolManager(ca_certs=str(cluster.ca_file), retries=False)
+
+    def raw(self, method: str, path: str, body: Any = None,
+            content_type: str = "application/json",
+            headers: dict[str, str] | None = None) -> Any:
+        if body is not None and not isinstance(body, bytes):
+            body = json.dumps(body).encode()
+        return self.pool.request(method, self.base + path, body=body, preload_content=True,
+                                 headers={"Authorization": f"Bearer {self.token}",
+                                          "Content-Type": content_type, **(headers or {})})
+
+    def __call__(self, method: str, path: str, body: Any = None,
+                 content_type: str = "application/json",
+                 headers: dict[str, str] | None = None) -> tuple[int, Any]:
+        r = self.raw(method, path, body, content_type, headers)
+        return r.status, json.loads(r.data)
+
+
+@pytest.fixture(scope="session")
+def http(cluster: BackgroundCluster) -> Http:
+    return Http(cluster)
+
+
+class Kubectl:
+    def __init__(self, kubeconfig: Path, cache: Path) -> None:
+        self.base = [KUBECTL or "kubectl", "--kubeconfig", str(kubeconfig), "--cache-dir",
+                     str(cache), "--request-timeout", "20s"]
+
+    def __call__(self, *args: str, input: str | None = None,
+                 check: bool = True) -> subprocess.CompletedProcess[str]:
+        proc = subprocess.run([*self.base, *args], input=input, capture_output=True, text=True,
+                              timeout=60)
+        if check and proc.returncode != 0:
+            raise AssertionError(f"kubectl {' '.join(args)} failed ({proc.returncode}):\n"
+                                 f"{proc.stdout}\n{proc.stderr}")
+        return proc
+
+    def json(self, *args: str) -> Any:
+        return json.loads(self(*args, "-o", "json").stdout)
+
+
+@pytest.fixture(scope="session")
+def kubectl(cluster: BackgroundCluster, tmp_path_factory: pytest.TempPathFactory) -> Kubectl:
+    if KUBECTL is None:
+        pytest.skip("kubectl is not installed on this machine")
+    return Kubectl(cluster.kubeconfig, tmp_path_factory.mktemp("kubectl-cache"))
+
+
+def wait_for(predicate: Callable[[], Any], timeout: float = 10.0, interval: float = 0.05,
+             what: str = "condition") -> Any:
+    """Poll until ``predicate`` returns something truthy; fail with ``what`` after ``timeout``."""
+    deadline = time.monotonic() + timeout
+    last: Any = None
+    while time.monotonic() < deadline:
+        last = predicate()
+        if last:
+            return last
+        time.sleep(interval)
+    raise AssertionError(f"timed out after {timeout}s waiting for {what} (last: {last!r})")

@@ -1,0 +1,271 @@
+"""Controllers of the embedded cluster: ReplicaSet, Deployment, garbage collection,
+PodDisruptionBudgets and eviction, CustomResourceDefinitions, namespaces."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from kubernetes import client
+from kubernetes.client.rest import ApiException
+
+from tests.conftest import Http, wait_for
+
+
+def template(app: str) -> dict[str, Any]:
+    return {"metadata": {"labels": {"app": app}},
+            "spec": {"containers": [{"name": "c", "image": "nginx:1.27"}]}}
+
+
+def replicaset(name: str, replicas: int) -> dict[str, Any]:
+    return {"metadata": {"name": name},
+            "spec": {"replicas": replicas, "selector": {"matchLabels": {"app": name}},
+                     "template": template(name)}}
+
+
+def bind(core: client.CoreV1Api, namespace: str, pod: str, node: str) -> None:
+    core.create_namespaced_pod_binding(pod, namespace, {
+        "metadata": {"name": pod}, "target": {"kind": "Node", "name": node}},
+        _preload_content=False)
+
+
+def pods_of(core: client.CoreV1Api, namespace: str, selector: str) -> list[Any]:
+    return [p for p in core.list_namespaced_pod(namespace, label_selector=selector).items
+            if p.metadata.deletion_timestamp is None]
+
+
+def test_replicaset_scale_down_order(api: client.ApiClient, core: client.CoreV1Api,
+                                     namespace: str) -> None:
+    apps = client.AppsV1Api(api)
+    apps.create_namespaced_replica_set(namespace, replicaset("rs", 5))
+    pods = wait_for(lambda: len(pods_of(core, namespace, "app=rs")) == 5
+                    and pods_of(core, namespace, "app=rs"), what="5 pods")
+    names = sorted(p.metadata.name for p in pods)
+    # pending (unscheduled): names[0]; running ready on node-0: names[1], names[2] (doubled up),
+    # running on node-1: names[3] with a high deletion cost, names[4] with a low one.
+    for name, node in ((names[1], "node-0"), (names[2], "node-0"), (names[3], "node-1"),
+                       (names[4], "node-2")):
+        bind(core, namespace, name, node)
+    core.patch_namespaced_pod(names[3], namespace, {"metadata": {"annotations": {
+        "controller.kubernetes.io/pod-deletion-cost": "100"}}})
+    core.patch_namespaced_pod(names[4], namespace, {"metadata": {"annotations": {
+        "controller.kubernetes.io/pod-deletion-cost": "-5"}}})
+    wait_for(lambda: all(p.status.phase == "Running" for p in pods_of(core, namespace, "app=rs")
+                         if p.spec.node_name), what="bound pods running")
+
+    def survivors(n: int) -> set[str]:
+        apps.patch_namespaced_replica_set_scale("rs", namespace, {"spec": {"replicas": n}})
+        return wait_for(lambda: len(pods_of(core, namespace, "app=rs")) == n
+                        and {p.metadata.name for p in pods_of(core, namespace, "app=rs")},
+                        what=f"{n} pods")
+
+    assert survivors(4) == set(names[1:]), "the unscheduled pod goes first"
+    assert survivors(3) == {names[1], names[2], names[3]}, "lowest deletion cost next"
+    remaining = survivors(2)
+    assert names[3] in remaining and len(remaining & {names[1], names[2]}) == 1, \
+        "then a pod doubled up on node-0 before the lone high-cost pod"
+    rs = wait_for(lambda: (r := apps.read_namespaced_replica_set("rs", namespace)).status
+                  .ready_replicas == 2 and r, what="status")
+    assert rs.status.replicas == 2
+
+
+def test_replicaset_adopts_and_releases(api: client.ApiClient, core: client.CoreV1Api,
+                                        namespace: str) -> None:
+    core.create_namespaced_pod(namespace, {"metadata": {"name": "orphan",
+                                                        "labels": {"app": "ad"}},
+                                           "spec": template("ad")["spec"]})
+    apps = client.AppsV1Api(api)
+    rs = apps.create_namespaced_replica_set(namespace, replicaset("ad", 2))
+    wait_for(lambda: len(pods_of(core, namespace, "app=ad")) == 2, what="2 pods")
+    orphan = core.read_namespaced_pod("orphan", namespace)
+    assert orphan.metadata.owner_references[0].uid == rs.metadata.uid
+    core.patch_namespaced_pod("orphan", namespace, {"metadata": {"labels": {"app": "other"}}})
+    wait_for(lambda: not core.read_namespaced_pod("orphan", namespace).metadata.owner_references,
+             what="release")
+    wait_for(lambda: len(pods_of(core, namespace, "app=ad")) == 2, what="replacement")
+
+
+def test_deployment_creates_replicaset_and_scales(api: client.ApiClient, core: client.CoreV1Api,
+                                                  namespace: str) -> None:
+    apps = client.AppsV1Api(api)
+    apps.create_namespaced_deployment(namespace, {
+        "metadata": {"name": "web"},
+        "spec": {"replicas": 3, "selector": {"matchLabels": {"app": "web"}},
+                 "template": template("web")}})
+    wait_for(lambda: len(pods_of(core, namespace, "app=web")) == 3, what="3 pods")
+    rss = apps.list_namespaced_replica_set(namespace).items
+    assert len(rss) == 1 and rss[0].metadata.name.startswith("web-")
+    assert rss[0].metadata.owner_references[0].kind == "Deployment"
+    assert "pod-template-hash" in rss[0].spec.selector.match_labels
+    apps.patch_namespaced_deployment_scale("web", namespace, {"spec": {"replicas": 5}})
+    wait_for(lambda: len(pods_of(core, namespace, "app=web")) == 5, what="scale up")
+    apps.patch_namespaced_deployment_scale("web", namespace, {"spec": {"replicas": 1}})
+    wait_for(lambda: len(pods_of(core, namespace, "app=web")) == 1, what="scale down")
+    dep = wait_for(lambda: (d := apps.read_namespaced_deployment("web", namespace)).status
+                   .replicas == 1 and d, what="status")
+    assert dep.status.observed_generation == dep.metadata.generation
+
+    # A new template rolls out through a second ReplicaSet.
+    for p in pods_of(core, namespace, "app=web"):
+        bind(core, namespace, p.metadata.name, "node-0")
+    apps.patch_namespaced_deployment("web", namespace, {"spec": {"template": {"spec": {
+        "containers": [{"name": "c", "image": "nginx:1.28"}]}}}})
+    wait_for(lambda: len(apps.list_namespaced_replica_set(namespace).items) == 2, what="new RS")
+    wait_for(lambda: [p.spec.containers[0].image for p in pods_of(core, namespace, "app=web")]
+             == ["nginx:1.28"], what="rollout", timeout=15)
+
+
+@pytest.mark.parametrize("policy, dependents_remain", [
+    pytest.param("Background", False, id="background deletes dependents"),
+    pytest.param("Foreground", False, id="foreground deletes dependents first"),
+    pytest.param("Orphan", True, id="orphan keeps dependents without owner"),
+])
+def test_garbage_collection(api: client.ApiClient, core: client.CoreV1Api, namespace: str,
+                            policy: str, dependents_remain: bool) -> None:
+    apps = client.AppsV1Api(api)
+    rs = apps.create_namespaced_replica_set(namespace, replicaset("gc", 2))
+    wait_for(lambda: len(pods_of(core, namespace, "app=gc")) == 2, what="pods")
+    apps.delete_namespaced_replica_set("gc", namespace, propagation_policy=policy)
+    if policy == "Foreground":
+        # The owner stays, marked, until its dependents are gone.
+        seen = apps.read_namespaced_replica_set("gc", namespace)
+        assert seen.metadata.deletion_timestamp is not None
+        assert "foregroundDeletion" in seen.metadata.finalizers
+    wait_for(lambda: not [r for r in apps.list_namespaced_replica_set(namespace).items],
+             what="owner gone")
+    if dependents_remain:
+        pods = wait_for(lambda: all(not p.metadata.owner_references for p in pods_of(
+            core, namespace, "app=gc")) and pods_of(core, namespace, "app=gc"), what="orphans")
+        assert len(pods) == 2
+    else:
+        wait_for(lambda: not core.list_namespaced_pod(namespace, label_selector="app=gc").items,
+                 what="dependents deleted")
+    assert rs.metadata.uid
+
+
+def test_dangling_owner_reference_is_collected(core: client.CoreV1Api, namespace: str) -> None:
+    core.create_namespaced_config_map(namespace, {"metadata": {
+        "name": "dep", "ownerReferences": [{"apiVersion": "v1", "kind": "ConfigMap",
+                                            "name": "ghost", "uid": "no-such-uid"}]}})
+    wait_for(lambda: not core.list_namespaced_config_map(
+        namespace, field_selector="metadata.name=dep").items, what="collection")
+
+
+def test_eviction_honours_pod_disruption_budget(api: client.ApiClient, core: client.CoreV1Api,
+                                                namespace: str) -> None:
+    policy = client.PolicyV1Api(api)
+    for i in range(2):
+        core.create_namespaced_pod(namespace, {
+            "metadata": {"name": f"db-{i}", "labels": {"app": "db"}},
+            "spec": {"nodeName": f"node-{i}", **template("db")["spec"]}})
+    wait_for(lambda: all(p.status.phase == "Running" for p in pods_of(core, namespace, "app=db")),
+             what="running")
+    policy.create_namespaced_pod_disruption_budget(namespace, {
+        "metadata": {"name": "db"},
+        "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "db"}}}})
+    pdb = wait_for(lambda: (p := policy.read_namespaced_pod_disruption_budget("db", namespace))
+                   .status and p.status.current_healthy == 2 and p, what="PDB status")
+    assert pdb.status.disruptions_allowed == 1 and pdb.status.desired_healthy == 1
+    evict = {"apiVersion": "policy/v1", "kind": "Eviction",
+             "metadata": {"name": "db-0", "namespace": namespace}}
+    core.create_namespaced_pod_eviction("db-0", namespace, evict)
+    evict["metadata"]["name"] = "db-1"
+    with pytest.raises(ApiException) as exc:
+        core.create_namespaced_pod_eviction("db-1", namespace, evict)
+    assert exc.value.status == 429
+    assert "would violate the pod's disruption budget" in exc.value.body
+    assert core.read_namespaced_pod("db-1", namespace).metadata.deletion_timestamp is None
+
+
+CRD = {
+    "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+    "metadata": {"name": "widgets.example.com"},
+    "spec": {"group": "example.com", "scope": "Cluster",
+             "names": {"plural": "widgets", "singular": "widget", "kind": "Widget",
+                       "shortNames": ["wd"]},
+             "versions": [{"name": "v1", "served": True, "storage": True,
+                           "subresources": {"status": {}},
+                           "additionalPrinterColumns": [
+                               {"name": "Size", "type": "integer", "jsonPath": ".spec.size"}],
+                           "schema": {"openAPIV3Schema": {
+                               "type": "object", "x-kubernetes-preserve-unknown-fields": True}}}]},
+}
+
+
+def test_crd_is_served_dynamically_with_status(api: client.ApiClient, http: Http) -> None:
+    ext = client.ApiextensionsV1Api(api)
+    custom = client.CustomObjectsApi(api)
+    crd = ext.create_custom_resource_definition(CRD)
+    assert any(c.type == "Established" and c.status == "True" for c in crd.status.conditions)
+    try:
+        w = custom.create_cluster_custom_object("example.com", "v1", "widgets", {
+            "apiVersion": "example.com/v1", "kind": "Widget", "metadata": {"name": "w1"},
+            "spec": {"size": 3}, "status": {"ignored": True}})
+        assert w["metadata"]["generation"] == 1 and "status" not in w
+        # status only changes through the status subresource, and spec not through it
+        w["status"] = {"phase": "Ready"}
+        w = custom.replace_cluster_custom_object("example.com", "v1", "widgets", "w1", w)
+        assert "status" not in w
+        w["status"] = {"phase": "Ready"}
+        w["spec"] = {"size": 100}
+        w = custom.replace_cluster_custom_object_status("example.com", "v1", "widgets", "w1", w)
+        assert w["status"] == {"phase": "Ready"} and w["spec"] == {"size": 3}
+        w = custom.patch_cluster_custom_object("example.com", "v1", "widgets", "w1",
+                                               {"spec": {"size": 4}})
+        assert w["metadata"]["generation"] == 2 and w["status"] == {"phase": "Ready"}
+        listed = custom.list_cluster_custom_object("example.com", "v1", "widgets")
+        assert [i["metadata"]["name"] for i in listed["items"]] == ["w1"]
+        _, resources = http("GET", "/apis/example.com/v1")
+        assert {r["name"] for r in resources["resources"]} == {"widgets", "widgets/status"}
+    finally:
+        ext.delete_custom_resource_definition("widgets.example.com")
+    with pytest.raises(ApiException) as exc:
+        custom.list_cluster_custom_object("example.com", "v1", "widgets")
+    assert exc.value.status == 404
+
+
+def test_namespace_deletion_removes_content(core: client.CoreV1Api) -> None:
+    core.create_namespace({"metadata": {"name": "doomed"}})
+    core.create_namespaced_config_map("doomed", {"metadata": {"name": "c"}})
+    core.create_namespaced_pod("doomed", {"metadata": {"name": "p"},
+                                          "spec": {"nodeName": "node-0",
+                                                   **template("x")["spec"]}})
+    core.delete_namespace("doomed")
+    assert core.read_namespace("doomed").status.phase == "Terminating"
+    with pytest.raises(ApiException) as exc:
+        core.create_namespaced_config_map("doomed", {"metadata": {"name": "late"}})
+    assert exc.value.status == 403
+    wait_for(lambda: "doomed" not in {n.metadata.name for n in core.list_namespace().items},
+             what="namespace removal")
+
+
+def test_node_fault_injection(core: client.CoreV1Api) -> None:
+    core.patch_node("node-2", {"metadata": {"annotations": {
+        "sim.pyscheduler.io/condition": "NotReady"}}})
+    try:
+        node = wait_for(lambda: (n := core.read_node("node-2")).spec.taints and n,
+                        what="not-ready taint")
+        ready = [c for c in node.status.conditions if c.type == "Ready"][0]
+        assert ready.status == "False"
+        assert {(t.key, t.effect) for t in node.spec.taints} == {
+            ("node.kubernetes.io/not-ready", "NoSchedule"),
+            ("node.kubernetes.io/not-ready", "NoExecute")}
+    finally:
+        core.patch_node("node-2", {"metadata": {"annotations": {
+            "sim.pyscheduler.io/condition": "Ready"}}})
+    wait_for(lambda: not core.read_node("node-2").spec.taints, what="recovery")
+
+
+def test_nodes_and_leases(core: client.CoreV1Api, api: client.ApiClient) -> None:
+    nodes = core.list_node().items
+    assert [n.metadata.name for n in nodes] == ["node-0", "node-1", "node-2"]
+    n = nodes[0]
+    assert n.status.allocatable["cpu"] == "4" and n.status.allocatable["pods"] == "110"
+    assert n.metadata.labels["topology.kubernetes.io/zone"] == "zone-a"
+    assert n.spec.pod_cidr
+    leases = client.CoordinationV1Api(api).list_namespaced_lease("kube-node-lease").items
+    assert {le.metadata.name for le in leases} == {"node-0", "node-1", "node-2"}
+    first = {le.metadata.name: le.metadata.resource_version for le in leases}
+    wait_for(lambda: all(le.metadata.resource_version != first[le.metadata.name] for le in
+                         client.CoordinationV1Api(api).list_namespaced_lease(
+                             "kube-node-lease").items), timeout=8, what="lease renewals")
