@@ -17,6 +17,7 @@ A cluster is described by a YAML *cluster file*::
       podStartSeconds: 0.2       # bound pod -> Running
       podTerminationSeconds: 1   # deleting pod -> gone (capped by its grace period)
       leaseRenewSeconds: 10
+      runPods: true              # false: bound pods stay Pending (scheduler benchmarks)
 
 or simply by a node count (``--nodes N``), which gives nodes shaped like Kubernetes'
 scheduler_perf ones (4 CPU, 32Gi, 110 pods) spread over three zones.
@@ -73,6 +74,8 @@ class ClusterSpec:
     pod_start_seconds: float = 0.2
     pod_termination_seconds: float = 1.0
     lease_renew_seconds: float = 10.0
+    # False: bound pods stay Pending, as on scheduler_perf's fake nodes (for benchmarks).
+    run_pods: bool = True
 
     @classmethod
     def with_nodes(cls, count: int) -> ClusterSpec:
@@ -182,6 +185,11 @@ def parse_cluster(data: Any, source: str = "cluster file") -> ClusterSpec:
             if value < 0:
                 raise ClusterConfigError(f"kubelet.{key}: must not be negative")
             setattr(spec, attr, float(value))
+    unknown = set(kubelet) - {"podStartSeconds", "podTerminationSeconds", "leaseRenewSeconds",
+                              "runPods"}
+    if unknown:
+        raise ClusterConfigError(f"kubelet: unknown field(s): {', '.join(sorted(unknown))}")
+    spec.run_pods = _field(kubelet, "runPods", bool, "kubelet", True)
     return spec
 
 
@@ -229,7 +237,8 @@ class Cluster:
         self.registry = Registry(Store(history=history))
         self.server = ApiServer(self.registry, token=token, bookmark_interval=bookmark_interval)
         self.kubelets = KubeletFleet(self.registry, spec.node_specs(),
-                                     lease_renew_seconds=spec.lease_renew_seconds)
+                                     lease_renew_seconds=spec.lease_renew_seconds,
+                                     run_pods=spec.run_pods)
         self.controllers: list[Controller] = [self.kubelets, *all_controllers(self.registry)]
 
     async def start(self, host: str = "127.0.0.1", port: int = 0) -> None:

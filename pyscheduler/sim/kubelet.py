@@ -96,8 +96,9 @@ class KubeletFleet(Controller):
     resync_seconds = 5.0
 
     def __init__(self, registry: Registry, nodes: Iterable[NodeSpec], *,
-                 lease_renew_seconds: float = 10.0) -> None:
+                 lease_renew_seconds: float = 10.0, run_pods: bool = True) -> None:
         super().__init__(registry)
+        self.run_pods = run_pods
         self.nodes: dict[str, _NodeState] = {n.name: _NodeState(n) for n in nodes}
         self.lease_renew_seconds = lease_renew_seconds
         self.leases = registry.type("coordination.k8s.io", "v1", "leases")
@@ -214,7 +215,7 @@ class KubeletFleet(Controller):
     # -- reacting to the API -------------------------------------------------------------------
 
     def on_change(self, kind: str, rt: ResourceType, obj: dict[str, Any]) -> None:
-        if rt is self.registry.pods:
+        if rt is self.registry.pods and self.run_pods:
             node = (obj.get("spec") or {}).get("nodeName")
             if node in self.nodes:
                 meta = obj["metadata"]
@@ -230,6 +231,8 @@ class KubeletFleet(Controller):
                     self.enqueue(("node", "", name))
 
     def all_keys(self) -> Iterable[Hashable]:
+        if not self.run_pods:
+            return
         for s in self.registry.store.iter(self.registry.pods):
             # Only pods that still need the kubelet: unstarted or terminating.
             if s.fields.get("spec.nodeName") in self.nodes:

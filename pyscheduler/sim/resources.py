@@ -11,6 +11,7 @@ Discovery documents (legacy ``APIResourceList``/``APIGroupList`` and the aggrega
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -21,6 +22,8 @@ __all__ = [
     "api_group_list",
     "api_resource_list",
     "from_crd",
+    "openapi_v3_group_version",
+    "openapi_v3_root",
 ]
 
 ALL_VERBS = ("create", "delete", "deletecollection", "get", "list", "patch", "update", "watch")
@@ -227,3 +230,45 @@ def aggregated_discovery(groups: dict[str, dict[str, list[ResourceType]]]) -> di
                       "versions": version_items})
     return {"kind": "APIGroupDiscoveryList", "apiVersion": "apidiscovery.k8s.io/v2",
             "metadata": {}, "items": items}
+
+
+def _gv_path(group: str, version: str) -> str:
+    return f"apis/{group}/{version}" if group else f"api/{version}"
+
+
+def openapi_v3_root(groups: dict[str, dict[str, list[ResourceType]]]) -> dict[str, Any]:
+    """The ``/openapi/v3`` discovery document: one entry per group-version."""
+    paths = {}
+    for group, versions in groups.items():
+        for version, types in versions.items():
+            gv = _gv_path(group, version)
+            digest = hashlib.sha256(",".join(sorted(
+                f"{t.plural}:{t.kind}" for t in types)).encode()).hexdigest()[:16].upper()
+            paths[gv] = {"serverRelativeURL": f"/openapi/v3/{gv}?hash={digest}"}
+    return {"paths": paths}
+
+
+def openapi_v3_group_version(group: str, version: str,
+                             types: list[ResourceType]) -> dict[str, Any]:
+    """A minimal OpenAPI v3 document for one group-version.
+
+    It carries what clients read from it: each object path with its PATCH operation, tagged
+    with ``x-kubernetes-group-version-kind`` and the ``fieldValidation`` query parameter (kubectl
+    checks for it before it relies on server-side field validation). Object schemas are not
+    published.
+    """
+    paths: dict[str, Any] = {}
+    for rt in types:
+        if rt.plural == "bindings":
+            continue
+        base = "/" + _gv_path(group, version)
+        scope = "/namespaces/{namespace}" if rt.namespaced else ""
+        gvk = {"group": rt.group, "version": rt.version, "kind": rt.kind}
+        params = [{"name": name, "in": "query", "schema": {"type": "string", "uniqueItems": True}}
+                  for name in ("dryRun", "fieldManager", "fieldValidation", "force")]
+        op = {"operationId": f"patch{rt.kind}", "x-kubernetes-action": "patch",
+              "x-kubernetes-group-version-kind": gvk, "parameters": params,
+              "responses": {"200": {"description": "OK"}}}
+        paths[f"{base}{scope}/{rt.plural}/{{name}}"] = {"patch": op}
+    return {"openapi": "3.0.0", "info": {"title": "Kubernetes", "version": "v1.32.0"},
+            "paths": paths, "components": {"schemas": {}}}

@@ -46,7 +46,14 @@ from collections.abc import Callable, Iterable, Mapping
 from functools import lru_cache
 from typing import Any
 
-from pyscheduler.sim.validation import aggregate_message, go_quote, invalid, is_qualified_name, is_valid_label_value
+from pyscheduler.sim.validation import (
+    FieldError,
+    aggregate_message,
+    go_quote,
+    invalid,
+    is_qualified_name,
+    is_valid_label_value,
+)
 
 __all__ = [
     "DOES_NOT_EXIST",
@@ -222,38 +229,34 @@ NOTHING = LabelSelector(nothing=True)
 """Matches no object."""
 
 
-def _key_error(key: str, path: str) -> str | None:
+def _key_errors(key: str, path: str) -> list[FieldError]:
     msgs = is_qualified_name(key)
-    return invalid(path, key, "; ".join(msgs)).message if msgs else None
+    return [invalid(path, key, "; ".join(msgs))] if msgs else []
 
 
 def _new_requirement(key: str, op: str, values: list[str]) -> Requirement:
-    """``labels.NewRequirement``: validates and raises the aggregated errors as a plain ValueError."""
-    errs: list[str] = []
-    if e := _key_error(key, "key"):
-        errs.append(e)
+    """``labels.NewRequirement``: validates, raising the aggregated errors as a plain ValueError."""
+    errs = _key_errors(key, "key")
     if op in (IN, NOT_IN):
         if not values:
-            errs.append(invalid("values", values, "for 'in', 'notin' operators, values set can't be empty").message)
+            errs.append(invalid("values", values, "for 'in', 'notin' operators, values set can't be empty"))
     elif op in (EQUALS, DOUBLE_EQUALS, NOT_EQUALS):
         if len(values) != 1:
-            errs.append(invalid("values", values, "exact-match compatibility requires one single value").message)
+            errs.append(invalid("values", values, "exact-match compatibility requires one single value"))
     elif op in (EXISTS, DOES_NOT_EXIST):
         if values:
-            errs.append(invalid("values", values, "values set must be empty for exists and does not exist").message)
+            errs.append(invalid("values", values, "values set must be empty for exists and does not exist"))
     elif op in (GREATER_THAN, LESS_THAN):
         if len(values) != 1:
-            errs.append(invalid("values", values, "for 'Gt', 'Lt' operators, exactly one value is required").message)
-        for i, v in enumerate(values):
-            if _parse_int64(v) is None:
-                errs.append(invalid(f"values[{i}]", v, "for 'Gt', 'Lt' operators, the value must be an integer").message)
+            errs.append(invalid("values", values, "for 'Gt', 'Lt' operators, exactly one value is required"))
+        errs.extend(invalid(f"values[{i}]", v, "for 'Gt', 'Lt' operators, the value must be an integer")
+                    for i, v in enumerate(values) if _parse_int64(v) is None)
     for i, v in enumerate(values):
         msgs = is_valid_label_value(v)
         if msgs:
-            errs.append(invalid(f"values[{i}][{key}]", v, "; ".join(msgs)).message)
+            errs.append(invalid(f"values[{i}][{key}]", v, "; ".join(msgs)))
     if errs:
-        msgs_unique = list(dict.fromkeys(errs))
-        raise ValueError(msgs_unique[0] if len(msgs_unique) == 1 else "[" + ", ".join(msgs_unique) + "]")
+        raise ValueError(aggregate_message(errs))
     return key, op, tuple(values)
 
 
@@ -338,8 +341,8 @@ class _Parser:
             tok, key = self.take()
         if tok != _IDENT:
             raise ValueError(f"found '{key}', expected: identifier")
-        if e := _key_error(key, "<nil>"):
-            raise ValueError(e)
+        if errs := _key_errors(key, "<nil>"):
+            raise ValueError(errs[0].message)
         if self.peek()[0] in (_EOS, _COMMA) and op != DOES_NOT_EXIST:
             op = EXISTS
         if op in (EXISTS, DOES_NOT_EXIST):

@@ -32,6 +32,8 @@ from pyscheduler.sim.resources import (
     aggregated_discovery,
     api_group_list,
     api_resource_list,
+    openapi_v3_group_version,
+    openapi_v3_root,
 )
 from pyscheduler.sim.selectors import (
     FieldSelector,
@@ -39,7 +41,7 @@ from pyscheduler.sim.selectors import (
     SelectorError,
     parse_field_selector,
     parse_label_selector,
-    supported_fields,
+    check_field_selector,
 )
 from pyscheduler.sim.store import Stored, Watcher
 
@@ -191,6 +193,8 @@ class ApiServer:
         if path == "/version":
             return _json(KUBE_VERSION)
         parts = [p for p in path.split("/") if p]
+        if parts[:2] == ["openapi", "v3"]:
+            return self._openapi_v3(parts[2:])
         if not parts:
             return _json({"paths": sorted({"/api", "/api/v1", "/apis", "/version", "/healthz"}
                                           | {f"/apis/{g}" for g in self.registry.served_groups()
@@ -214,6 +218,21 @@ class ApiServer:
                 raise errors.method_not_allowed()
             return self._resource_list(group, version)
         return await self._resource(request, group, version, rest)
+
+    def _openapi_v3(self, gv: list[str]) -> web.Response:
+        groups = self.registry.served_groups()
+        if not gv:
+            return _json(openapi_v3_root(groups))
+        if gv[0] == "api" and len(gv) == 2:
+            group, version = "", gv[1]
+        elif gv[0] == "apis" and len(gv) == 3:
+            group, version = gv[1], gv[2]
+        else:
+            raise errors.not_found_resource()
+        types = groups.get(group, {}).get(version)
+        if not types:
+            raise errors.not_found_resource()
+        return _json(openapi_v3_group_version(group, version, types))
 
     def _core_versions(self, request: web.Request) -> web.Response:
         if _wants_aggregated(request):
@@ -343,14 +362,12 @@ class ApiServer:
                 if labels.empty:
                     labels = None
             if q.get("fieldSelector"):
-                fields = parse_field_selector(q["fieldSelector"])
+                fields = check_field_selector(parse_field_selector(q["fieldSelector"]),
+                                              rt.plural, rt.group)
+                if fields.empty:
+                    fields = None
         except SelectorError as exc:
-            raise errors.bad_request(f"unable to parse requirement: {exc}") from None
-        if fields is not None:
-            allowed = supported_fields(rt.plural, rt.group)
-            for f in sorted(fields.fields):
-                if f not in allowed:
-                    raise errors.bad_request(f'field label not supported: {f}')
+            raise errors.bad_request(exc.reason) from None
         return labels, fields
 
     def _table(self, request: web.Request, rt: ResourceType, objects: list[dict[str, Any]],
