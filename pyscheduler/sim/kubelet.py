@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import ipaddress
+import time
 from collections.abc import Hashable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -31,8 +32,8 @@ from pyscheduler.sim.controller import Controller
 from pyscheduler.sim.registry import Registry, now_rfc3339
 from pyscheduler.sim.resources import ResourceType
 
-__all__ = ["FAULT_ANNOTATION", "KubeletFleet", "NodeSpec", "FAIL_ANNOTATION",
-           "RUN_SECONDS_ANNOTATION"]
+__all__ = ["FAIL_ANNOTATION", "FAULT_ANNOTATION", "KubeletFleet", "NodeSpec",
+           "RUN_SECONDS_ANNOTATION", "pod_event"]
 
 FAULT_ANNOTATION = "sim.pyscheduler.io/condition"
 FAIL_ANNOTATION = "sim.pyscheduler.io/fail"
@@ -82,6 +83,25 @@ class _NodeState:
         ip = self.pod_ips.pop(pod_uid, None)
         if ip:
             self.free_ips.append(ip)
+
+
+def pod_event(pod: dict[str, Any], reason: str, message: str, node: str,
+              type_: str = "Normal", field_path: str = "") -> dict[str, Any]:
+    """A core/v1 Event about a pod, as the kubelet records it."""
+    meta = pod["metadata"]
+    now = now_rfc3339()
+    involved = {"kind": "Pod", "namespace": meta["namespace"], "name": meta["name"],
+                "uid": meta["uid"], "apiVersion": "v1",
+                "resourceVersion": meta.get("resourceVersion", "")}
+    if field_path:
+        involved["fieldPath"] = field_path
+    return {"apiVersion": "v1", "kind": "Event",
+            "metadata": {"name": f"{meta['name']}.{time.time_ns():x}",
+                         "namespace": meta["namespace"]},
+            "involvedObject": involved, "reason": reason, "message": message,
+            "source": {"component": "kubelet", "host": node}, "firstTimestamp": now,
+            "lastTimestamp": now, "count": 1, "type": type_, "eventTime": None,
+            "reportingComponent": "kubelet", "reportingInstance": node}
 
 
 def _condition(type_: str, status: str, reason: str, message: str, now: str) -> dict[str, Any]:
@@ -259,6 +279,11 @@ class KubeletFleet(Controller):
         if meta.get("deletionTimestamp"):
             if ("kill", namespace, name) not in self._timers:
                 grace = float(meta.get("deletionGracePeriodSeconds") or 0)
+                if phase == "Running":
+                    for c in pod["spec"].get("containers") or ():
+                        self.registry.create(self.registry.events, namespace, pod_event(
+                            pod, "Killing", f"Stopping container {c.get('name')}",
+                            state.spec.name, field_path=f"spec.containers{{{c.get('name')}}}"))
                 delay = min(grace, state.spec.pod_termination_seconds)
                 self._timers[("kill", namespace, name)] = loop.call_later(
                     delay, self._finish_deletion, namespace, name, stored.uid)
@@ -343,6 +368,7 @@ class KubeletFleet(Controller):
             self.log.warning("pod start failed", pod=f"{namespace}/{name}", error=exc.message)
             self.enqueue(("pod", namespace, name))
             return
+        self._container_events(pod, state.spec.name, fail)
         run_seconds = annotations.get(RUN_SECONDS_ANNOTATION)
         if run_seconds and not fail:
             try:
@@ -353,6 +379,21 @@ class KubeletFleet(Controller):
                 return
             asyncio.get_running_loop().call_later(delay, self._complete_pod, namespace, name,
                                                   uid)
+
+    def _container_events(self, pod: dict[str, Any], node: str, failed: bool) -> None:
+        events = self.registry.events
+        for i, c in enumerate(pod["spec"].get("containers") or ()):
+            path = f"spec.containers{{{c.get('name')}}}"
+            for reason, message in (
+                    ("Pulled", f'Container image "{c.get("image")}" already present on machine'),
+                    ("Created", f"Created container {c.get('name')}"),
+                    ("Started", f"Started container {c.get('name')}")):
+                self.registry.create(events, pod["metadata"]["namespace"],
+                                     pod_event(pod, reason, message, node, field_path=path))
+            if failed:
+                self.registry.create(events, pod["metadata"]["namespace"], pod_event(
+                    pod, "BackOff", f"Back-off restarting failed container {c.get('name')}",
+                    node, "Warning", path))
 
     def _complete_pod(self, namespace: str, name: str, uid: str) -> None:
         stored = self.registry.store.get(self.registry.pods, namespace, name)

@@ -30,7 +30,7 @@ from typing import Any
 
 import orjson
 
-from pyscheduler.sim import errors, strategies
+from pyscheduler.sim import errors, events, strategies
 from pyscheduler.sim.patch import PatchError, apply_patch
 from pyscheduler.sim.resources import BUILTIN, ResourceType, from_crd
 from pyscheduler.sim.selectors import FieldSelector, LabelSelector, label_selector_from_dict
@@ -66,6 +66,18 @@ def _meta(obj: Obj) -> Obj:
     return meta
 
 
+class _Converter:
+    """A resource served from another resource's storage, converted in and out."""
+
+    __slots__ = ("storage", "to_storage", "from_storage")
+
+    def __init__(self, storage: ResourceType, to_storage: Callable[[Obj], Obj],
+                 from_storage: Callable[[Obj], Obj]) -> None:
+        self.storage = storage
+        self.to_storage = to_storage
+        self.from_storage = from_storage
+
+
 class Registry:
     """Every served resource type and the operations on them."""
 
@@ -82,6 +94,12 @@ class Registry:
         self.nodes = self.type("", "v1", "nodes")
         self.crds = self.type("apiextensions.k8s.io", "v1", "customresourcedefinitions")
         self.pdbs = self.type("policy", "v1", "poddisruptionbudgets")
+        # events.k8s.io/v1 Events live in the core/v1 Event table, converted on the way.
+        self.events = self.type("", "v1", "events")
+        new_events = self.type("events.k8s.io", "v1", "events")
+        self.store.tables.pop(new_events.key)
+        self.converters: dict[tuple[str, str], _Converter] = {
+            new_events.key: _Converter(self.events, events.to_core, events.from_core)}
         for ns in CORE_NAMESPACES:
             self.create(self.namespaces, "", {"metadata": {"name": ns}})
 
@@ -114,14 +132,29 @@ class Registry:
 
     # -- reads ---------------------------------------------------------------------------------
 
+    def _storage(self, rt: ResourceType) -> tuple[ResourceType, _Converter | None]:
+        conv = self.converters.get(rt.key)
+        return (conv.storage, conv) if conv is not None else (rt, None)
+
+    def output(self, rt: ResourceType, obj: Obj) -> Obj:
+        """An object as ``rt``'s API shows it (converted when ``rt`` has foreign storage)."""
+        conv = self.converters.get(rt.key)
+        return conv.from_storage(obj) if conv is not None else obj
+
+    def raw(self, rt: ResourceType, s: Stored) -> bytes:
+        """A stored object's JSON as ``rt``'s API shows it."""
+        conv = self.converters.get(rt.key)
+        return s.raw if conv is None else orjson.dumps(conv.from_storage(s.obj))
+
     def get_stored(self, rt: ResourceType, namespace: str, name: str) -> Stored:
+        rt, _ = self._storage(rt)
         s = self.store.get(rt, namespace if rt.namespaced else "", name)
         if s is None:
             raise errors.not_found(rt.group, rt.plural, name)
         return s
 
     def get(self, rt: ResourceType, namespace: str, name: str) -> Obj:
-        return self.get_stored(rt, namespace, name).obj
+        return self.output(rt, self.get_stored(rt, namespace, name).obj)
 
     def list(self, rt: ResourceType, namespace: str = "", labels: LabelSelector | None = None,
              fields: FieldSelector | None = None, limit: int = 0, continue_token: str = "",
@@ -134,6 +167,9 @@ class Registry:
                     f'invalid resource version "{resource_version}"') from None
             if wanted > self.store.rv:
                 raise errors.too_large_resource_version(wanted, self.store.rv)
+        rt, conv = self._storage(rt)
+        if conv is not None and fields is not None:
+            fields = events.field_selector_to_core(fields)
         items, rv, token, remaining = self.store.list(
             rt, namespace if rt.namespaced else "", labels, fields, limit, continue_token)
         meta: Obj = {"resourceVersion": str(rv)}
@@ -152,6 +188,9 @@ class Registry:
             except ValueError:
                 raise errors.bad_request(
                     f'invalid resource version "{resource_version}"') from None
+        rt, conv = self._storage(rt)
+        if conv is not None and fields is not None:
+            fields = events.field_selector_to_core(fields)
         return self.store.watch(rt, namespace if rt.namespaced else "", labels, fields, since)
 
     # -- create --------------------------------------------------------------------------------
@@ -209,6 +248,10 @@ class Registry:
 
     def create(self, rt: ResourceType, namespace: str, body: Any, *, dry_run: bool = False) -> Obj:
         obj = self._check_kind(rt, body)
+        rt, conv = self._storage(rt)
+        if conv is not None:
+            return conv.from_storage(self.create(rt, namespace, conv.to_storage(obj),
+                                                 dry_run=dry_run))
         meta = _meta(obj)
         namespace = self._namespace_ok(rt, namespace, meta)
         if not meta.get("name") and isinstance(meta.get("generateName"), str) \
@@ -248,6 +291,10 @@ class Registry:
                subresource: str = "", *, dry_run: bool = False) -> Obj:
         current = self.get_stored(rt, namespace, name)
         obj = self._check_kind(rt, body)
+        rt, conv = self._storage(rt)
+        if conv is not None:
+            return conv.from_storage(self._update(rt, current, conv.to_storage(obj),
+                                                  subresource, dry_run=dry_run))
         return self._update(rt, current, obj, subresource, dry_run=dry_run)
 
     def _update(self, rt: ResourceType, current: Stored, obj: Obj, subresource: str, *,
@@ -322,7 +369,7 @@ class Registry:
     def patch(self, rt: ResourceType, namespace: str, name: str, content_type: str, raw: bytes,
               subresource: str = "", *, dry_run: bool = False) -> Obj:
         current = self.get_stored(rt, namespace, name)
-        target = current.obj
+        target = self.output(rt, current.obj)
         try:
             patched = apply_patch(content_type, target, raw, strategic_supported=not rt.custom)
         except PatchError as exc:
@@ -331,6 +378,10 @@ class Registry:
             raise errors.bad_request("the patch result is not a JSON object")
         if patched.get("kind") != rt.kind or patched.get("apiVersion") != rt.api_version:
             patched["kind"], patched["apiVersion"] = rt.kind, rt.api_version
+        rt, conv = self._storage(rt)
+        if conv is not None:
+            return conv.from_storage(self._update(rt, current, conv.to_storage(patched),
+                                                  subresource, dry_run=dry_run))
         return self._update(rt, current, patched, subresource, dry_run=dry_run)
 
     # -- delete --------------------------------------------------------------------------------
@@ -340,6 +391,7 @@ class Registry:
         """Delete (or start deleting) an object. Returns the HTTP code and the body."""
         options = options or {}
         current = self.get_stored(rt, namespace, name)
+        rt, _ = self._storage(rt)
         obj = current.obj
         meta = obj["metadata"]
         pre = options.get("preconditions") or {}

@@ -383,10 +383,12 @@ class ApiServer:
                                          request.query.get("continue", ""),
                                          request.query.get("resourceVersion", ""))
         if _wants_table(request):
-            return _json(self._table(request, rt, [s.obj for s in items], meta))
+            return _json(self._table(request, rt, [self.registry.output(rt, s.obj)
+                                                   for s in items], meta))
         head = orjson.dumps({"kind": rt.list_kind, "apiVersion": rt.api_version,
                              "metadata": meta})[:-1]
-        body = b"".join((head, b',"items":[', b",".join(s.raw for s in items), b"]}"))
+        raw = self.registry.raw
+        body = b"".join((head, b',"items":[', b",".join(raw(rt, s) for s in items), b"]}"))
         return web.Response(body=body, headers={"Content-Type": JSON})
 
     async def _delete_collection(self, request: web.Request, rt: ResourceType,
@@ -402,7 +404,7 @@ class ApiServer:
                 if exc.code != 404:
                     raise
         return _json({"kind": rt.list_kind, "apiVersion": rt.api_version, "metadata": meta,
-                      "items": [s.obj for s in items]})
+                      "items": [self.registry.output(rt, s.obj) for s in items]})
 
     async def _watch(self, request: web.Request, rt: ResourceType,
                      namespace: str) -> web.StreamResponse:
@@ -472,9 +474,11 @@ class ApiServer:
     def _event_line(self, type_: str, s: Stored, rt: ResourceType, as_table: bool,
                     request: web.Request) -> bytes:
         if as_table:
-            table = self._table(request, rt, [s.obj], {"resourceVersion": str(s.rv)})
+            table = self._table(request, rt, [self.registry.output(rt, s.obj)],
+                                {"resourceVersion": str(s.rv)})
             return orjson.dumps({"type": type_, "object": table}) + b"\n"
-        return b"".join((b'{"type":"', type_.encode(), b'","object":', s.raw, b"}\n"))
+        return b"".join((b'{"type":"', type_.encode(), b'","object":',
+                         self.registry.raw(rt, s), b"}\n"))
 
 
 def _int_param(request: web.Request, name: str) -> int:

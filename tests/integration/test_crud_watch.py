@@ -357,3 +357,34 @@ def test_unauthorized_without_or_with_wrong_token(cluster: BackgroundCluster) ->
     r = http.request("GET", f"{cluster.url}/api/v1/pods",
                      headers={"Authorization": f"Bearer {cluster.cluster.token}"})
     assert r.status == 200
+
+
+def test_events_are_one_store_behind_two_apis(api: client.ApiClient, core: client.CoreV1Api,
+                                              namespace: str) -> None:
+    ev = client.EventsV1Api(api)
+    p = core.create_namespaced_pod(namespace, pod("subject"))
+    ev.create_namespaced_event(namespace, {
+        "metadata": {"name": "subject.1"},
+        "eventTime": "2026-01-01T00:00:00.000000Z", "action": "Scheduling",
+        "reason": "FailedScheduling", "note": "0/3 nodes are available.", "type": "Warning",
+        "reportingController": "pyscheduler", "reportingInstance": "pyscheduler-0",
+        "regarding": {"kind": "Pod", "name": "subject", "namespace": namespace,
+                      "uid": p.metadata.uid, "apiVersion": "v1"}})
+    old = core.list_namespaced_event(
+        namespace, field_selector=f"involvedObject.name=subject,involvedObject.uid="
+                                  f"{p.metadata.uid}").items
+    assert [(e.reason, e.message, e.reporting_component) for e in old] == [
+        ("FailedScheduling", "0/3 nodes are available.", "pyscheduler")]
+    new = ev.list_namespaced_event(namespace, field_selector="regarding.name=subject").items
+    assert [(e.reason, e.note, e.regarding.uid) for e in new] == [
+        ("FailedScheduling", "0/3 nodes are available.", p.metadata.uid)]
+    patched = ev.patch_namespaced_event("subject.1", namespace, {"note": "changed"})
+    assert patched.note == "changed"
+    assert core.read_namespaced_event("subject.1", namespace).message == "changed"
+
+
+def test_kubelet_records_container_events(core: client.CoreV1Api, namespace: str) -> None:
+    core.create_namespaced_pod(namespace, pod("ev", nodeName="node-0"))
+    got = wait_for(lambda: [e.reason for e in core.list_namespaced_event(
+        namespace, field_selector="involvedObject.name=ev").items], what="events")
+    assert got == ["Pulled", "Created", "Started"]

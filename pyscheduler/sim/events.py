@@ -1,0 +1,62 @@
+"""One store for events, two APIs: ``core/v1`` Event and ``events.k8s.io/v1`` Event.
+
+kube-apiserver keeps a single kind of event object and serves it through both APIs, converting
+field names on the way in and out; an event written by kube-scheduler through
+``events.k8s.io/v1`` shows up in ``kubectl describe pod``, which reads ``core/v1``. The embedded
+server does the same: events are stored in the ``core/v1`` shape and converted for the other API.
+
+=================================  ==========================
+events.k8s.io/v1                   core/v1
+=================================  ==========================
+regarding                          involvedObject
+note                               message
+reportingController                reportingComponent
+deprecatedSource                   source
+deprecatedFirstTimestamp           firstTimestamp
+deprecatedLastTimestamp            lastTimestamp
+deprecatedCount                    count
+=================================  ==========================
+
+Other fields (eventTime, series, action, reason, related, type, reportingInstance) share names.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pyscheduler.sim.selectors import FieldSelector
+
+__all__ = ["field_selector_to_core", "from_core", "to_core"]
+
+_NEW_TO_CORE = {
+    "regarding": "involvedObject",
+    "note": "message",
+    "reportingController": "reportingComponent",
+    "deprecatedSource": "source",
+    "deprecatedFirstTimestamp": "firstTimestamp",
+    "deprecatedLastTimestamp": "lastTimestamp",
+    "deprecatedCount": "count",
+}
+_CORE_TO_NEW = {v: k for k, v in _NEW_TO_CORE.items()}
+NEW_API_VERSION = "events.k8s.io/v1"
+
+
+def to_core(obj: dict[str, Any]) -> dict[str, Any]:
+    out = {_NEW_TO_CORE.get(k, k): v for k, v in obj.items()}
+    out["apiVersion"], out["kind"] = "v1", "Event"
+    return out
+
+
+def from_core(obj: dict[str, Any]) -> dict[str, Any]:
+    out = {_CORE_TO_NEW.get(k, k): v for k, v in obj.items()}
+    out["apiVersion"], out["kind"] = NEW_API_VERSION, "Event"
+    return out
+
+
+def field_selector_to_core(selector: FieldSelector) -> FieldSelector:
+    """Field selectors of the new API, in terms of the stored core fields."""
+    def name(field: str) -> str:
+        if field.startswith("regarding."):
+            return "involvedObject." + field[len("regarding."):]
+        return "reportingComponent" if field == "reportingController" else field
+    return FieldSelector((name(f), op, v) for f, op, v in selector.requirements)
