@@ -17,7 +17,9 @@ import asyncio
 import contextlib
 import signal
 import sys
+from collections.abc import Coroutine
 from pathlib import Path
+from typing import Any
 
 import structlog
 
@@ -41,9 +43,15 @@ def _sim_up(args: argparse.Namespace) -> int:
     workdir = Path(args.workdir)
     workdir.mkdir(parents=True, exist_ok=True)
 
-    async def run() -> None:
+    async def run() -> int:
         cluster = Cluster(spec, history=args.watch_history)
-        await cluster.start(args.host, args.port)
+        try:
+            await cluster.start(args.host, args.port)
+        except OSError as exc:
+            await cluster.stop()
+            print(f"pyscheduler sim up: cannot listen on {args.host}:{args.port}: "
+                  f"{exc.strerror or exc}", file=sys.stderr)
+            return 2
         kubeconfig = workdir / "kubeconfig"
         cluster.write_kubeconfig(kubeconfig)
         nodes = sum(p.count for p in spec.pools)
@@ -58,30 +66,37 @@ def _sim_up(args: argparse.Namespace) -> int:
         await stop.wait()
         log.info("stopping embedded cluster")
         await cluster.stop()
+        return 0
 
-    _run_loop(run())
-    return 0
+    return _run_loop(run())
 
 
-def _run_loop(coro: object) -> None:
+def _run_loop(coro: Coroutine[Any, Any, int]) -> int:
     try:
         import uvloop
     except ImportError:
-        asyncio.run(coro)  # type: ignore[arg-type]
-    else:
-        uvloop.run(coro)  # type: ignore[arg-type]
+        return asyncio.run(coro)
+    result: int = uvloop.run(coro)
+    return result
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="pyscheduler", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--log-level", default="info",
-                        choices=["debug", "info", "warning", "error"])
-    parser.add_argument("--log-format", default="auto", choices=["auto", "console", "json"])
+    # Logging options are accepted before or after the command name.
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--log-level", default=argparse.SUPPRESS,
+                        choices=["debug", "info", "warning", "error"], help="default: info")
+    common.add_argument("--log-format", default=argparse.SUPPRESS,
+                        choices=["auto", "console", "json"],
+                        help="default: auto (console on a terminal, JSON lines otherwise)")
+    parser = argparse.ArgumentParser(prog="pyscheduler", description=__doc__.split("\n\n")[0],
+                                     parents=[common])
+    parser.set_defaults(log_level="info", log_format="auto")
     sub = parser.add_subparsers(dest="command", required=True)
 
     sim = sub.add_parser("sim", help="the embedded cluster")
     sim_sub = sim.add_subparsers(dest="sim_command", required=True)
-    up = sim_sub.add_parser("up", help="start the embedded cluster and run until interrupted")
+    up = sim_sub.add_parser("up", help="start the embedded cluster and run until interrupted",
+                            parents=[common])
     up.add_argument("--workdir", required=True, help="directory for kubeconfig and state")
     size = up.add_mutually_exclusive_group()
     size.add_argument("--nodes", type=int, default=3,

@@ -113,7 +113,8 @@ class KubeletFleet(Controller):
     """The kubelets of all simulated nodes."""
 
     name = "kubelet"
-    resync_seconds = 5.0
+    # Every change is seen through the listener; the resync is only a safety net.
+    resync_seconds = 30.0
 
     def __init__(self, registry: Registry, nodes: Iterable[NodeSpec], *,
                  lease_renew_seconds: float = 10.0, run_pods: bool = True) -> None:

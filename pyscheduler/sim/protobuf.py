@@ -1,11 +1,12 @@
 """Decoding of Kubernetes protobuf request bodies into the JSON objects a JSON client would send.
 
-kubectl's typed commands (``kubectl create deployment``, ``kubectl run``, ``kubectl create
-namespace|configmap|secret|service|job|poddisruptionbudget``, ``kubectl drain``'s evictions, ...)
-send their request bodies as ``application/vnd.kubernetes.protobuf`` and never fall back to JSON.
-The embedded API server keeps every object as JSON, so this module turns such a body into the
-same dict a JSON client would have posted. Only decoding is needed: answers stay JSON, which
-every client accepts.
+kubectl's typed commands (``kubectl create deployment|namespace|configmap|secret|service|job|
+cronjob|poddisruptionbudget|serviceaccount``, ``kubectl debug --copy-to``, ...) send their
+request bodies as ``application/vnd.kubernetes.protobuf`` and never fall back to JSON (commands
+that go through the unstructured client, such as ``kubectl run``, ``apply`` and ``drain``'s
+evictions, post JSON). The embedded API server keeps every object as JSON, so this module turns
+such a body into the same dict a JSON client would have posted. Only decoding is needed: answers
+stay JSON, which every client accepts.
 
 Wire format
     A body is the 4-byte magic ``k8s\\x00`` followed by a ``runtime.Unknown`` message: field 1
@@ -13,6 +14,13 @@ Wire format
     3 ``contentEncoding`` and 4 ``contentType`` (both empty in practice). Objects are proto2
     messages whose field numbers are those of the ``generated.proto`` files of k8s.io/api and
     k8s.io/apimachinery.
+
+Kinds
+    ``v1`` Pod, Namespace, ConfigMap, Secret, Service, ServiceAccount, Binding, Node, Endpoints
+    and Event; ``apps/v1`` Deployment and ReplicaSet; ``batch/v1`` Job and CronJob;
+    ``policy/v1`` PodDisruptionBudget and Eviction; ``coordination.k8s.io/v1`` Lease;
+    ``autoscaling/v1`` Scale; ``events.k8s.io/v1`` Event; and DeleteOptions under any
+    apiVersion. Statuses are covered too, so nothing a client may send is refused.
 
 Design
     One generic loop (:func:`_fields`) walks the four wire types (varint, 64-bit,
@@ -31,7 +39,8 @@ Design
     (repeated entry messages, key = 1, value = 2), and suffixed with ``!`` to keep a zero value
     or ``^`` for a Go struct embedded with ``json:",inline"`` (its fields are merged into the
     parent object, e.g. ``Volume.volumeSource`` and ``Probe.handler``). ``-`` marks a field
-    that is known but not supported here (rare, legacy volume plugins): it is rejected by
+    that is known but not supported here (the legacy in-tree volume plugins, and
+    ``PodSpec.workloadRef``, an alpha field of 1.35 that 1.36 replaced): it is rejected by
     name. The JSON names are the ``json`` tags of the Go types, which for every field covered
     here equal the proto field names (including the odd ``DaemonEndpoint.Port``).
 
@@ -676,11 +685,7 @@ class _Field:
     card: str  # _ONE, _LIST or _MAP
     keep: bool = False  # keep the scalar when it is zero
     inline: bool = False  # merge the decoded message into the parent object
-
-    @property
-    def wire(self) -> int:
-        """The wire type of one value (one element of a repeated field, one map value)."""
-        return _WIRE_VARINT if self.kind in _VARINTS else _WIRE_LEN
+    wire: int = _WIRE_LEN  # the wire type of one value (element of a list, value of a map)
 
 
 def _parse_table(table: dict[str, str]) -> dict[str, dict[int, _Field]]:
@@ -707,7 +712,8 @@ def _parse_table(table: dict[str, str]) -> dict[str, dict[int, _Field]]:
                 raise ValueError(f"schema for {message}.{name}: '!' applies to singular scalars")
             if inline and (card != _ONE or kind in _SCALARS or kind in _SPECIALS):
                 raise ValueError(f"schema for {message}.{name}: '^' applies to messages")
-            fields[number] = _Field(number, name, kind, card, keep, inline)
+            wire = _WIRE_VARINT if kind in _VARINTS else _WIRE_LEN
+            fields[number] = _Field(number, name, kind, card, keep, inline, wire)
         schema[message] = fields
     for message, fields in schema.items():
         for field in fields.values():
@@ -726,6 +732,8 @@ _MASK64 = (1 << 64) - 1
 
 
 def _varint(data: memoryview, pos: int, where: str) -> tuple[int, int]:
+    if pos < len(data) and data[pos] < 0x80:  # the common one-byte case
+        return data[pos], pos + 1
     result = 0
     shift = 0
     while True:
@@ -767,8 +775,9 @@ def _fields(data: memoryview, where: str) -> Iterator[tuple[int, int, int | memo
             value = data[pos:pos + size]
             pos += size
         else:
-            raise ProtobufError(f"unsupported wire type {wire} ({_WIRE_NAMES[wire]}) "
-                                f"for field {number} in {where}")
+            name = _WIRE_NAMES.get(wire, "invalid")
+            raise ProtobufError(f"unsupported wire type {wire} ({name}) for field {number} "
+                                f"in {where}")
         yield number, wire, value
 
 
@@ -806,12 +815,10 @@ def _is_zero(value: Any) -> bool:
     return value is False or value == 0 or value == ""
 
 
-def _expect(field: _Field, wire: int, message: str, path: str) -> None:
-    if wire == field.wire:
-        return
-    raise ProtobufError(f"field {field.number} ({field.name}) in {_where(message, path)} has "
-                        f"wire type {_WIRE_NAMES.get(wire, wire)}, expected "
-                        f"{_WIRE_NAMES[field.wire]}")
+def _expect(field: _Field, wire: int, where: str) -> None:
+    if wire != field.wire:
+        raise ProtobufError(f"field {field.number} ({field.name}) in {where} has wire type "
+                            f"{_WIRE_NAMES.get(wire, wire)}, expected {_WIRE_NAMES[field.wire]}")
 
 
 _EPOCH = datetime.datetime(1970, 1, 1, tzinfo=datetime.timezone.utc)
@@ -826,8 +833,8 @@ def _timestamp(data: memoryview, micro: bool, path: str) -> str | None:
     seconds = nanos = 0
     for number, wire, value in _fields(data, _where(name, path)):
         if number not in (1, 2) or not isinstance(value, int):
-            raise ProtobufError(f"unsupported field {number} (wire type {wire}) in "
-                                f"{_where(name, path)}")
+            raise ProtobufError(f"unsupported field {number} (wire type "
+                                f"{_WIRE_NAMES.get(wire, wire)}) in {_where(name, path)}")
         if number == 1:
             seconds = _int64(value)
         else:
@@ -840,9 +847,10 @@ def _timestamp(data: memoryview, micro: bool, path: str) -> str | None:
         moment = _EPOCH + datetime.timedelta(microseconds=instant)
     except OverflowError:
         raise ProtobufError(f"time out of range in {_where(name, path)}: {seconds}s") from None
-    if micro:
-        return moment.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-    return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
+    # Formatted by hand: strftime's %Y does not zero-pad years before 1000 everywhere.
+    text = (f"{moment.year:04d}-{moment.month:02d}-{moment.day:02d}T{moment.hour:02d}:"
+            f"{moment.minute:02d}:{moment.second:02d}")
+    return f"{text}.{moment.microsecond:06d}Z" if micro else f"{text}Z"
 
 
 def _go_fraction(value: int, digits: int) -> str:
@@ -914,9 +922,8 @@ def _special(kind: str, data: memoryview, path: str) -> Any:
     raise ProtobufError(f"invalid IntOrString type {kind_value} in {where}")
 
 
-def _value(field: _Field, wire: int, value: int | memoryview, message: str, path: str) -> Any:
-    """One value of a field (a single element for repeated fields)."""
-    _expect(field, wire, message, path)
+def _value(field: _Field, value: int | memoryview, path: str) -> Any:
+    """One value of a field (one element of a repeated field), its wire type checked."""
     if field.kind in _SCALARS:
         return _scalar(field.kind, value)
     assert isinstance(value, memoryview)
@@ -929,13 +936,13 @@ def _zero(field: _Field, path: str) -> Any:
     """The value of an absent map value: what Go's zero value marshals to."""
     if field.kind in _SCALARS:
         return {"str": "", "bytes": "", "bool": False, "i32": 0, "i64": 0}[field.kind]
-    return _value(field, _WIRE_LEN, memoryview(b""), "", path)
+    return _value(field, memoryview(b""), path)
 
 
 def _map_entry(field: _Field, data: memoryview, message: str, path: str) -> tuple[str, Any]:
     where = f"{_where(message, path)} map {field.name} entry"
     key = ""
-    values: list[tuple[int, int | memoryview]] = []
+    values: list[int | memoryview] = []
     for number, wire, value in _fields(data, where):
         if number == 1:
             if not isinstance(value, memoryview) or wire != _WIRE_LEN:
@@ -943,68 +950,66 @@ def _map_entry(field: _Field, data: memoryview, message: str, path: str) -> tupl
                                     f"in {where}")
             key = _string(value)
         elif number == 2:
-            values.append((wire, value))
+            _expect(field, wire, where)
+            values.append(value)
         else:
             raise ProtobufError(f"unsupported field {number} in {where}")
     entry_path = f"{path}.{field.name}[{key}]" if path else f"{field.name}[{key}]"
     if not values:
         return key, _zero(field, entry_path)
-    if field.kind in _SCALARS:  # last one wins
-        wire, value = values[-1]
-        return key, _value(field, wire, value, message, entry_path)
-    for wire, _ in values:
-        _expect(field, wire, message, entry_path)
-    merged = memoryview(b"".join(bytes(v) for _, v in values if isinstance(v, memoryview)))
-    return key, _value(field, _WIRE_LEN, merged, message, entry_path)
+    if field.kind in _SCALARS:  # the last one wins
+        return key, _value(field, values[-1], entry_path)
+    merged = b"".join(bytes(v) for v in values if isinstance(v, memoryview))
+    return key, _value(field, memoryview(merged), entry_path)
 
 
 def _decode_message(message: str, data: memoryview, path: str) -> dict[str, Any]:
     """A message as a JSON object, interpreted by the schema table."""
     fields = _SCHEMA[message]
+    where = _where(message, path)
     out: dict[str, Any] = {}
     singular: dict[int, list[memoryview]] = {}  # message-valued singular fields, merged
-    for number, wire, value in _fields(data, _where(message, path)):
+    for number, wire, value in _fields(data, where):
         field = fields.get(number)
         if field is None:
-            raise ProtobufError(f"unsupported field {number} in {_where(message, path)}")
+            raise ProtobufError(f"unsupported field {number} in {where}")
         if field.kind == "-":
-            raise ProtobufError(f"unsupported field {number} ({field.name}) in "
-                                f"{_where(message, path)}")
-        here = f"{path}.{field.name}" if path else field.name
+            raise ProtobufError(f"unsupported field {number} ({field.name}) in {where}")
         if field.card == _MAP:
             if not isinstance(value, memoryview) or wire != _WIRE_LEN:
-                raise ProtobufError(f"field {number} ({field.name}) in {_where(message, path)} "
-                                    f"has wire type {_WIRE_NAMES.get(wire, wire)}, expected "
-                                    "length-delimited")
+                raise ProtobufError(f"field {number} ({field.name}) in {where} has wire type "
+                                    f"{_WIRE_NAMES.get(wire, wire)}, expected length-delimited")
             key, item = _map_entry(field, value, message, path)
             out.setdefault(field.name, {})[key] = item
         elif field.card == _LIST:
             items = out.setdefault(field.name, [])
-            if field.kind in _VARINTS and wire == _WIRE_LEN:  # packed
-                assert isinstance(value, memoryview)
-                pos = 0
+            if field.kind in _VARINTS and isinstance(value, memoryview) and wire == _WIRE_LEN:
+                pos = 0  # packed
                 while pos < len(value):
-                    raw, pos = _varint(value, pos, _where(message, path))
+                    raw, pos = _varint(value, pos, where)
                     items.append(_scalar(field.kind, raw))
             else:
-                items.append(_value(field, wire, value, message, f"{here}[{len(items)}]"))
+                _expect(field, wire, where)
+                here = f"{path}.{field.name}" if path else field.name
+                items.append(_value(field, value, f"{here}[{len(items)}]"))
         elif field.kind in _SCALARS:
-            item = _value(field, wire, value, message, here)
+            _expect(field, wire, where)
+            item = _scalar(field.kind, value)
             if field.keep or not _is_zero(item):
                 out[field.name] = item
             else:
                 out.pop(field.name, None)
         else:
-            _expect(field, wire, message, path)
+            _expect(field, wire, where)
             assert isinstance(value, memoryview)
             if number not in singular and not field.inline:
                 out[field.name] = None  # placeholder: keeps the order of first appearance
             singular.setdefault(number, []).append(value)
     for number, chunks in singular.items():
         field = fields[number]
-        data = chunks[0] if len(chunks) == 1 else memoryview(b"".join(bytes(c) for c in chunks))
-        here = path if field.inline else (f"{path}.{field.name}" if path else field.name)
-        decoded = _value(field, _WIRE_LEN, data, message, here)
+        merged = chunks[0] if len(chunks) == 1 else memoryview(b"".join(map(bytes, chunks)))
+        decoded = _value(field, merged, path if field.inline else
+                         (f"{path}.{field.name}" if path else field.name))
         if field.inline:
             out.update(decoded)
         else:
@@ -1045,7 +1050,7 @@ def _envelope(data: memoryview) -> tuple[str, str, memoryview]:
     return api_version, kind, raw
 
 
-def decode(body: bytes) -> dict[str, Any]:
+def decode(body: bytes | bytearray | memoryview) -> dict[str, Any]:
     """Decode a Kubernetes protobuf body into the JSON object a JSON client would have sent.
 
     The result carries ``kind`` and ``apiVersion`` from the envelope's ``typeMeta``.

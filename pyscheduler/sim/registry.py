@@ -115,12 +115,6 @@ class Registry:
             raise errors.not_found_resource()
         return rt
 
-    def find_type(self, group: str, kind: str) -> ResourceType | None:
-        for rt in self.types.values():
-            if rt.group == group and rt.kind == kind:
-                return rt
-        return None
-
     def served_groups(self) -> dict[str, dict[str, list[ResourceType]]]:
         groups: dict[str, dict[str, list[ResourceType]]] = {}
         for rt in self.types.values():

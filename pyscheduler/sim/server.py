@@ -24,7 +24,7 @@ import yaml
 from aiohttp import web
 
 from pyscheduler import __version__
-from pyscheduler.sim import errors, tables
+from pyscheduler.sim import errors, protobuf, tables
 from pyscheduler.sim.certs import ServingCerts, make_serving_certs
 from pyscheduler.sim.registry import Registry
 from pyscheduler.sim.resources import (
@@ -167,10 +167,15 @@ class ApiServer:
 
     @staticmethod
     def _decode(raw: bytes, content_type: str) -> Any:
-        if content_type.startswith("application/vnd.kubernetes.protobuf"):
-            # Clients that prefer protobuf fall back to JSON on 415, as they do with servers
-            # (or aggregated APIs) that only speak JSON.
-            raise errors.unsupported_media_type(content_type)
+        if content_type == protobuf.MEDIA_TYPE:
+            # kubectl's typed commands (create deployment, create namespace, ...) send protobuf
+            # and do not fall back to JSON; answers stay JSON, which they also accept.
+            try:
+                return protobuf.decode(raw)
+            except protobuf.ProtobufError as exc:
+                raise errors.ApiError(415, "UnsupportedMediaType",
+                                      f"the body of the request could not be decoded: {exc}"
+                                      ) from None
         if not raw.strip():
             raise errors.bad_request("the request body is empty: an object is required")
         if content_type in ("application/yaml", "application/x-yaml"):

@@ -174,6 +174,8 @@ class Table:
     def __init__(self, rt: ResourceType, history: int) -> None:
         self.rt = rt
         self.objects: dict[ObjectKey, Stored] = {}
+        # The same objects by namespace, so namespaced reads do not scan the whole table.
+        self.by_namespace: dict[str, dict[str, Stored]] = {}
         self.history: collections.deque[Event] = collections.deque(maxlen=history)
         # The oldest revision a watch may resume from: events after it are all in `history`.
         self.horizon = 0
@@ -212,7 +214,6 @@ class Store:
         self.max_snapshots = 16
         # Dependents by owner uid, for garbage collection.
         self.dependents: dict[str, set[tuple[tuple[str, str], ObjectKey]]] = {}
-        self.on_removed: list[Callable[[ResourceType, Stored], None]] = []
 
     # -- types ---------------------------------------------------------------------------------
 
@@ -237,10 +238,11 @@ class Store:
         return self.tables[rt.key].objects.get((namespace, name))
 
     def iter(self, rt: ResourceType, namespace: str = "") -> Iterator[Stored]:
-        objects = self.tables[rt.key].objects.values()
+        """A snapshot of the objects (of one namespace), safe to write while iterating."""
+        table = self.tables[rt.key]
         if not namespace:
-            return iter(list(objects))
-        return (s for s in list(objects) if s.namespace == namespace)
+            return iter(list(table.objects.values()))
+        return iter(list(table.by_namespace.get(namespace, {}).values()))
 
     def list(self, rt: ResourceType, namespace: str, labels: LabelSelector | None,
              fields: FieldSelector | None, limit: int, continue_token: str,
@@ -304,6 +306,7 @@ class Store:
         new = Stored(orjson.dumps(obj), obj, rv, rt)
         old = table.objects.get(new.key)
         table.objects[new.key] = new
+        table.by_namespace.setdefault(new.namespace, {})[new.name] = new
         if old is not None:
             self._unindex(rt, old)
         self._index(rt, new)
@@ -316,11 +319,13 @@ class Store:
         old = table.objects.pop((namespace, name), None)
         if old is None:
             return None
+        in_namespace = table.by_namespace[namespace]
+        del in_namespace[name]
+        if not in_namespace:
+            del table.by_namespace[namespace]
         self._unindex(rt, old)
         final = _at_revision(old, self.next_rv())
         table.record(Event("DELETED", final.rv, final, old))
-        for callback in self.on_removed:
-            callback(rt, final)
         return final
 
     def _index(self, rt: ResourceType, s: Stored) -> None:

@@ -146,7 +146,8 @@ def encode_message(message: str, obj: dict[str, Any], *, packed: bool = False) -
 
 
 def encode(obj: dict[str, Any], *, packed: bool = False) -> bytes:
-    message = protobuf._KINDS[(obj["apiVersion"], obj["kind"])]
+    message = (protobuf._KINDS.get((obj["apiVersion"], obj["kind"]))
+               or protobuf._ANY_VERSION_KINDS[obj["kind"]])
     body = {k: v for k, v in obj.items() if k not in ("apiVersion", "kind")}
     return envelope(obj["apiVersion"], obj["kind"], encode_message(message, body, packed=packed))
 
@@ -276,7 +277,8 @@ RICH_POD: dict[str, Any] = {
                 {"name": "PLAIN", "value": "x"},
                 {"name": "EMPTY"},
                 {"name": "NODE", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}},
-                {"name": "MEM", "valueFrom": {"resourceFieldRef": {"resource": "limits.memory"}}},
+                {"name": "MEM", "valueFrom": {"resourceFieldRef": {"resource": "limits.memory",
+                                                                   "divisor": "0"}}},
                 {"name": "CM", "valueFrom": {"configMapKeyRef": {"name": "settings",
                                                                  "key": "a"}}},
                 {"name": "SEC", "valueFrom": {"secretKeyRef": {"name": "creds", "key": "key",
@@ -553,7 +555,7 @@ def test_kind_and_api_version_come_first_like_go() -> None:
 def test_accepts_bytearray_and_memoryview() -> None:
     body = encode(NAMESPACE)
     assert decode(bytearray(body)) == NAMESPACE
-    assert decode(memoryview(body)) == NAMESPACE  # type: ignore[arg-type]
+    assert decode(memoryview(body)) == NAMESPACE
 
 
 # -- hand-assembled bytes ----------------------------------------------------------------------
@@ -725,6 +727,8 @@ def test_invalid_utf8_in_strings_is_replaced_like_go_json() -> None:
     pytest.param(vfield(1, -1), "1969-12-31T23:59:59Z", id="negative"),
     pytest.param(vfield(1, -62135596800), None, id="go-zero-time"),
     pytest.param(vfield(1, 253402300799), "9999-12-31T23:59:59Z", id="max"),
+    pytest.param(vfield(1, -46388678400), "0500-01-01T00:00:00Z", id="year-500"),
+    pytest.param(vfield(1, -62135596799), "0001-01-01T00:00:01Z", id="just-after-zero"),
 ])
 def test_time(encoded: bytes, expected: str | None) -> None:
     assert decode(pod(metadata=lfield(8, encoded)))["metadata"] == {"creationTimestamp": expected}
@@ -750,6 +754,11 @@ def lease(spec: bytes) -> bytes:
                  "2024-01-02T03:04:05.123456Z", id="truncated-to-micros"),
     pytest.param(vfield(1, 1704164645), "2024-01-02T03:04:05.000000Z", id="whole-second"),
     pytest.param(vfield(1, 0) + vfield(2, 999), "1970-01-01T00:00:00.000000Z", id="sub-micro"),
+    pytest.param(vfield(1, 10) + vfield(2, -1_500), "1970-01-01T00:00:09.999999Z",
+                 id="negative-nanos-truncate-toward-zero"),
+    pytest.param(vfield(1, -62135596800) + vfield(2, 1_000), "0001-01-01T00:00:00.000001Z",
+                 id="just-after-zero"),
+    pytest.param(vfield(1, -62135596800) + vfield(2, 999), None, id="zero-after-truncation"),
 ])
 def test_micro_time(encoded: bytes, expected: str | None) -> None:
     assert decode(lease(lfield(4, encoded)))["spec"] == {"renewTime": expected}
@@ -1057,6 +1066,7 @@ class Capture:
 
     minor: str
     bodies: list[tuple[str, str, bytes]] = field(default_factory=list)
+    objects: dict[str, Any] = field(default_factory=dict)  # served at their paths
     port: int = 0
 
     def handler(self) -> type[http.server.BaseHTTPRequestHandler]:
@@ -1081,6 +1091,8 @@ class Capture:
                                       "gitVersion": f"v1.{capture.minor}.0"})
                 elif path in DISCOVERY:
                     self._reply(200, DISCOVERY[path])
+                elif path in capture.objects:
+                    self._reply(200, capture.objects[path])
                 else:
                     self._reply(404, {"kind": "Status", "apiVersion": "v1",
                                       "status": "Failure", "code": 404, "reason": "NotFound"})
@@ -1153,12 +1165,19 @@ KUBECTL_COMMANDS = [
                   "--from-literal=u=h\u00e9llo"], [], id="create-configmap"),
     pytest.param(["create", "secret", "generic", "s", "--from-literal=k=v",
                   "--from-file=bin=binary", "--type=Opaque"], [], id="create-secret-generic"),
+    pytest.param(["create", "secret", "docker-registry", "reg", "--docker-server=r.example",
+                  "--docker-username=u", "--docker-password=p"], [],
+                 id="create-secret-docker-registry"),
+    pytest.param(["create", "configmap", "bin", "--from-file=blob=binary",
+                  "--from-literal=text=t"], [], id="create-configmap-binary"),
     pytest.param(["create", "service", "clusterip", "svc", "--tcp=80:8080",
                   "--tcp=443:https"], [], id="create-service-clusterip"),
     pytest.param(["create", "service", "nodeport", "np", "--tcp=80:8080",
                   "--node-port=30080"], [], id="create-service-nodeport"),
     pytest.param(["create", "service", "externalname", "ext", "--external-name=example.com"],
                  [], id="create-service-externalname"),
+    pytest.param(["create", "service", "loadbalancer", "lb", "--tcp=5678:8080"], [],
+                 id="create-service-loadbalancer"),
     pytest.param(["create", "job", "j", "--image=busybox"], ["--", "echo", "hi"],
                  id="create-job"),
     pytest.param(["create", "cronjob", "cj", "--image=busybox", "--schedule=*/5 * * * *",
@@ -1171,19 +1190,58 @@ KUBECTL_COMMANDS = [
 ]
 
 
+def capture_one(capture: Capture, kubeconfig: Path, args: list[str]) -> tuple[str, bytes]:
+    """Run kubectl and return the content type and body of the one request it posted."""
+    before = len(capture.bodies)
+    real = kubectl(kubeconfig, args)
+    if before == len(capture.bodies) and "unknown flag" in real.stderr:
+        pytest.skip(f"this kubectl lacks a flag: {real.stderr.strip()}")
+    assert len(capture.bodies) == before + 1, (real.stdout, real.stderr)
+    _path, content_type, body = capture.bodies[-1]
+    return content_type, body
+
+
 @pytest.mark.kubectl
 @pytest.mark.parametrize(("args", "trailing"), KUBECTL_COMMANDS)
 def test_decodes_what_kubectl_sends(capture: Capture, kubeconfig: Path, args: list[str],
                                     trailing: list[str]) -> None:
+    typed = args[0] != "run"
     dry = kubectl(kubeconfig, [*args, "--dry-run=client", "-o", "json", *trailing])
     assert dry.returncode == 0, dry.stderr
     expected = json.loads(dry.stdout)
 
-    before = len(capture.bodies)
-    real = kubectl(kubeconfig, [*args, *trailing])
-    assert len(capture.bodies) == before + 1, (real.stdout, real.stderr)
-    _path, content_type, body = capture.bodies[-1]
+    content_type, body = capture_one(capture, kubeconfig, [*args, *trailing])
+    if content_type.startswith(MEDIA_TYPE):
+        assert body.startswith(MAGIC)
+        assert decode(body) == expected
+    elif typed:
+        pytest.skip(f"this kubectl sends {content_type}, not protobuf")
+    else:  # `kubectl run` goes through the unstructured client: JSON, nothing to decode
+        assert content_type == "application/json"
+        assert json.loads(body) == expected
+
+
+@pytest.mark.kubectl
+def test_decodes_the_pod_kubectl_debug_copies(capture: Capture, kubeconfig: Path) -> None:
+    # `kubectl run` posts JSON (it goes through the unstructured client), but `kubectl debug
+    # --copy-to` reads a Pod, decodes it into Go structs and creates the copy through the typed
+    # client, in protobuf: the whole rich PodSpec makes a round trip through Go's encoder.
+    source = json.loads(json.dumps(RICH_POD))
+    source["metadata"].update(name="src", namespace="default")
+    capture.objects["/api/v1/namespaces/default/pods/src"] = source
+    content_type, body = capture_one(capture, kubeconfig, [
+        "debug", "src", "--copy-to=dbg", "--profile=legacy", "--same-node",
+        "--share-processes=false", "--keep-labels", "--keep-annotations", "--keep-liveness",
+        "--keep-readiness", "--keep-startup", "--keep-init-containers",
+        "--set-image=main=nginx:1.27"])
     if not content_type.startswith(MEDIA_TYPE):
         pytest.skip(f"this kubectl sends {content_type}, not protobuf")
-    assert body.startswith(MAGIC)
-    assert decode(body) == expected
+    spec = {k: v for k, v in source["spec"].items() if k != "ephemeralContainers"}
+    assert decode(body) == {
+        "kind": "Pod", "apiVersion": "v1",
+        "metadata": {"name": "dbg", "namespace": "default", "creationTimestamp": None,
+                     "labels": source["metadata"]["labels"],
+                     "annotations": source["metadata"]["annotations"]},
+        "spec": spec,
+        "status": {},
+    }
