@@ -59,6 +59,8 @@ def make_serving_certs(hosts: tuple[str, ...] = ("127.0.0.1", "localhost"),
                                        content_commitment=False, key_encipherment=False,
                                        data_encipherment=False, key_agreement=False,
                                        encipher_only=False, decipher_only=False), critical=True)
+          .add_extension(x509.SubjectKeyIdentifier.from_public_key(ca_key.public_key()),
+                         critical=False)
           .sign(ca_key, hashes.SHA256()))
     key = ec.generate_private_key(ec.SECP256R1())
     sans: list[x509.GeneralName] = []
@@ -73,6 +75,11 @@ def make_serving_certs(hosts: tuple[str, ...] = ("127.0.0.1", "localhost"),
             .not_valid_before(now).not_valid_after(until)
             .add_extension(x509.SubjectAlternativeName(sans), critical=False)
             .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]),
+                           critical=False)
+            # Strict verifiers (Python 3.13's default X509_STRICT) require the key identifiers.
+            .add_extension(x509.AuthorityKeyIdentifier.from_issuer_public_key(ca_key.public_key()),
+                           critical=False)
+            .add_extension(x509.SubjectKeyIdentifier.from_public_key(key.public_key()),
                            critical=False)
             .sign(ca_key, hashes.SHA256()))
     pem = serialization.Encoding.PEM

@@ -1,0 +1,123 @@
+"""The MVCC store: revisions, history window, watchers, pagination snapshots."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+
+from pyscheduler.sim import errors
+from pyscheduler.sim.registry import Registry
+from pyscheduler.sim.selectors import parse_label_selector
+from pyscheduler.sim.store import Store
+
+
+def cm(name: str, labels: dict[str, str] | None = None) -> dict[str, Any]:
+    return {"metadata": {"name": name, "namespace": "default", "labels": labels or {}}}
+
+
+@pytest.fixture
+def reg() -> Registry:
+    return Registry(Store(history=5, max_watch_pending=3))
+
+
+def test_every_write_bumps_the_one_revision(reg: Registry) -> None:
+    cms = reg.type("", "v1", "configmaps")
+    start = reg.store.rv
+    a = reg.create(cms, "default", cm("a"))
+    b = reg.create(reg.type("", "v1", "secrets"), "default", cm("b"))
+    reg.remove_now(cms, "default", "a")
+    assert int(a["metadata"]["resourceVersion"]) == start + 1
+    assert int(b["metadata"]["resourceVersion"]) == start + 2
+    assert reg.store.rv == start + 3
+
+
+def test_watch_beyond_the_history_window_is_expired() -> None:
+    reg = Registry(Store(history=5))
+    cms = reg.type("", "v1", "configmaps")
+    start = reg.store.rv
+    for i in range(5):
+        reg.create(cms, "default", cm(f"c{i}"))
+    w = reg.watch(cms, "", None, None, str(start))  # exactly the window: still served
+    assert [s.name for _, s in w.drain()] == [f"c{i}" for i in range(5)]
+    reg.create(cms, "default", cm("c5"))
+    with pytest.raises(errors.ApiError) as exc:
+        reg.watch(cms, "", None, None, str(start))
+    assert exc.value.code == 410 and exc.value.reason == "Expired"
+    # Other resources' writes do not consume this resource's window.
+    secrets = reg.type("", "v1", "secrets")
+    for i in range(10):
+        reg.create(secrets, "default", cm(f"s{i}"))
+    reg.watch(cms, "", None, None, str(start + 1))
+
+
+def test_watch_in_the_future_is_a_timeout(reg: Registry) -> None:
+    with pytest.raises(errors.ApiError) as exc:
+        reg.watch(reg.type("", "v1", "configmaps"), "", None, None, str(reg.store.rv + 100))
+    assert exc.value.code == 504
+
+
+def test_selector_transitions(reg: Registry) -> None:
+    cms = reg.type("", "v1", "configmaps")
+    w = reg.watch(cms, "default", parse_label_selector("on=yes"), None, str(reg.store.rv))
+    reg.create(cms, "default", cm("x", {"on": "no"}))
+    merge = "application/merge-patch+json"
+    reg.patch(cms, "default", "x", merge, b'{"metadata":{"labels":{"on":"yes"}}}')
+    reg.patch(cms, "default", "x", merge, b'{"data":{"k":"v"}}')
+    left = reg.patch(cms, "default", "x", merge, b'{"metadata":{"labels":{"on":"no"}}}')
+    reg.remove_now(cms, "default", "x")
+    seen = [(t, s.obj["metadata"]["labels"]["on"], s.rv) for t, s in w.drain()]
+    assert [t for t, _, _ in seen] == ["ADDED", "MODIFIED", "DELETED"]
+    # Leaving the selection: the last matching state, at the revision of the write that left.
+    assert seen[2][1] == "yes"
+    assert seen[2][2] == int(left["metadata"]["resourceVersion"])
+
+
+def test_slow_watcher_is_closed_not_buffered_forever(reg: Registry) -> None:
+    cms = reg.type("", "v1", "configmaps")
+    w = reg.watch(cms, "", None, None, str(reg.store.rv))
+    for i in range(4):
+        reg.create(cms, "default", cm(f"c{i}"))
+    assert w.closed and w.overflowed
+    assert w not in reg.store.tables[cms.key].watchers
+
+
+def test_watcher_wakes_on_events() -> None:
+    async def run() -> list[str]:
+        reg = Registry()
+        cms = reg.type("", "v1", "configmaps")
+        w = reg.watch(cms, "", None, None, str(reg.store.rv))
+        asyncio.get_running_loop().call_later(0.01, reg.create, cms, "default", cm("late"))
+        await w.wait(5)
+        return [s.name for _, s in w.drain()]
+    assert asyncio.run(run()) == ["late"]
+
+
+def test_continue_token_expires_with_its_snapshot() -> None:
+    now = [0.0]
+    reg = Registry(Store(clock=lambda: now[0]))
+    cms = reg.type("", "v1", "configmaps")
+    for i in range(4):
+        reg.create(cms, "default", cm(f"c{i}"))
+    _, meta = reg.list(cms, "default", limit=2)
+    items, _ = reg.list(cms, "default", limit=2, continue_token=meta["continue"])
+    assert [s.name for s in items] == ["c2", "c3"]
+    now[0] += 301
+    with pytest.raises(errors.ApiError) as exc:
+        reg.list(cms, "default", limit=2, continue_token=meta["continue"])
+    assert exc.value.code == 410
+
+
+def test_bad_continue_token_is_a_bad_request(reg: Registry) -> None:
+    with pytest.raises(errors.ApiError) as exc:
+        reg.list(reg.type("", "v1", "configmaps"), "default", limit=2, continue_token="%%%")
+    assert exc.value.code == 400
+
+
+def test_readers_get_private_copies(reg: Registry) -> None:
+    cms = reg.type("", "v1", "configmaps")
+    reg.create(cms, "default", cm("a"))
+    got = reg.get(cms, "default", "a")
+    got["metadata"]["labels"]["x"] = "mutated"
+    assert reg.get(cms, "default", "a")["metadata"]["labels"] == {}
