@@ -102,7 +102,7 @@ class ApiServer:
         self._runner: web.AppRunner | None = None
         self.port = 0
         self.host = "127.0.0.1"
-        self._watch_tasks: set[asyncio.Task[Any]] = set()
+        self._watch_transports: set[asyncio.BaseTransport] = set()
         self.active_watches = 0
 
     # -- lifecycle -----------------------------------------------------------------------------
@@ -126,6 +126,19 @@ class ApiServer:
         if self._runner is not None:
             await self._runner.cleanup()
             self._runner = None
+
+    def drop_watches(self, *, abrupt: bool = False) -> int:
+        """Fault injection: end every open watch stream (cleanly, or by cutting the connection,
+        as a proxy or a restarting API server would). Returns how many were open."""
+        count = 0
+        for table in self.registry.store.tables.values():
+            for w in list(table.watchers):
+                w.close()
+                count += 1
+        if abrupt:
+            for transport in list(self._watch_transports):
+                transport.abort()  # type: ignore[attr-defined]
+        return count
 
     @property
     def url(self) -> str:
@@ -435,12 +448,17 @@ class ApiServer:
             return resp
         assert watcher is not None
         self.active_watches += 1
+        transport = request.transport
+        if transport is not None:
+            self._watch_transports.add(transport)
         try:
             await self._stream(resp, watcher, rt, float(timeout), bookmarks, as_table, request)
         except (ConnectionResetError, asyncio.CancelledError):
             pass
         finally:
             self.active_watches -= 1
+            if transport is not None:
+                self._watch_transports.discard(transport)
             watcher.close()
         return resp
 
