@@ -130,15 +130,15 @@ class ApiServer:
     def drop_watches(self, *, abrupt: bool = False) -> int:
         """Fault injection: end every open watch stream (cleanly, or by cutting the connection,
         as a proxy or a restarting API server would). Returns how many were open."""
-        count = 0
-        for table in self.registry.store.tables.values():
-            for w in list(table.watchers):
-                w.close()
-                count += 1
         if abrupt:
-            for transport in list(self._watch_transports):
+            transports = list(self._watch_transports)
+            for transport in transports:
                 transport.abort()  # type: ignore[attr-defined]
-        return count
+            return len(transports)
+        watchers = [w for table in self.registry.store.tables.values() for w in table.watchers]
+        for w in watchers:
+            w.close()
+        return len(watchers)
 
     @property
     def url(self) -> str:
