@@ -36,7 +36,7 @@ from typing import Any
 
 import yaml
 
-from pyscheduler.framework.quantity import QuantityError, parse_quantity
+from pyscheduler.api.quantity import QuantityError, parse_quantity
 from pyscheduler.sim.controller import Controller
 from pyscheduler.sim.controllers import all_controllers
 from pyscheduler.sim.kubelet import KubeletFleet, NodeSpec

@@ -31,7 +31,7 @@ from pyscheduler.sim import errors
 from pyscheduler.sim.controller import Controller
 from pyscheduler.sim.registry import Registry, now_rfc3339
 from pyscheduler.sim.resources import ResourceType
-from pyscheduler.sim.selectors import SelectorError, label_selector_from_dict
+from pyscheduler.api.labels import SelectorError, label_selector_from_dict
 from pyscheduler.sim.store import Stored
 
 __all__ = [

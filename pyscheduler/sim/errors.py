@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from pyscheduler.sim.validation import FieldError, invalid_message, status_causes
+from pyscheduler.api.validation import FieldError, invalid_message, status_causes
 
 __all__ = [
     "ApiError",

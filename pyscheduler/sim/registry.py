@@ -33,9 +33,10 @@ import orjson
 from pyscheduler.sim import errors, events, strategies
 from pyscheduler.sim.patch import PatchError, apply_patch
 from pyscheduler.sim.resources import BUILTIN, ResourceType, from_crd
-from pyscheduler.sim.selectors import FieldSelector, LabelSelector, label_selector_from_dict
+from pyscheduler.api.labels import LabelSelector, label_selector_from_dict
+from pyscheduler.sim.selectors import FieldSelector
 from pyscheduler.sim.store import Store, Stored, Watcher
-from pyscheduler.sim.validation import FieldError
+from pyscheduler.api.validation import FieldError
 
 __all__ = ["Registry", "now_rfc3339"]
 

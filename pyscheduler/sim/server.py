@@ -35,14 +35,8 @@ from pyscheduler.sim.resources import (
     openapi_v3_group_version,
     openapi_v3_root,
 )
-from pyscheduler.sim.selectors import (
-    FieldSelector,
-    LabelSelector,
-    SelectorError,
-    parse_field_selector,
-    parse_label_selector,
-    check_field_selector,
-)
+from pyscheduler.api.labels import LabelSelector, SelectorError, parse_label_selector
+from pyscheduler.sim.selectors import FieldSelector, check_field_selector, parse_field_selector
 from pyscheduler.sim.store import Stored, Watcher
 
 __all__ = ["ApiServer", "MAX_BODY_BYTES"]

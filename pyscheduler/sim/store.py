@@ -32,7 +32,8 @@ import orjson
 
 from pyscheduler.sim import errors
 from pyscheduler.sim.resources import ResourceType
-from pyscheduler.sim.selectors import FieldSelector, LabelSelector, object_fields
+from pyscheduler.api.labels import LabelSelector
+from pyscheduler.sim.selectors import FieldSelector, object_fields
 
 __all__ = ["Event", "Store", "Stored", "Table", "Watcher"]
 

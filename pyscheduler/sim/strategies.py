@@ -19,11 +19,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from pyscheduler.framework.quantity import QuantityError, parse_quantity
-from pyscheduler.sim import validation as v
+from pyscheduler.api.quantity import QuantityError, parse_quantity
+from pyscheduler.api import validation as v
 from pyscheduler.sim.resources import ResourceType
-from pyscheduler.sim.selectors import SelectorError, label_selector_from_dict
-from pyscheduler.sim.validation import FieldError
+from pyscheduler.api.labels import SelectorError, label_selector_from_dict
+from pyscheduler.api.validation import FieldError
 
 __all__ = [
     "default_pod_spec",

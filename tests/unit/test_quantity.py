@@ -1,4 +1,4 @@
-"""Tests for pyscheduler.framework.quantity (Kubernetes resource quantities)."""
+"""Tests for pyscheduler.api.quantity (Kubernetes resource quantities)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from fractions import Fraction
 
 import pytest
 
-from pyscheduler.framework.quantity import (
+from pyscheduler.api.quantity import (
     BINARY_SI,
     DECIMAL_EXPONENT,
     DECIMAL_SI,

@@ -6,18 +6,20 @@ from typing import Any
 
 import pytest
 
-from pyscheduler.sim.selectors import (
+from pyscheduler.api.labels import (
     EVERYTHING,
     NOTHING,
-    FieldSelector,
     LabelSelector,
     SelectorError,
-    check_field_selector,
     label_selector_from_dict,
     label_selector_from_set,
+    parse_label_selector,
+)
+from pyscheduler.sim.selectors import (
+    FieldSelector,
+    check_field_selector,
     object_fields,
     parse_field_selector,
-    parse_label_selector,
     supported_fields,
 )
 

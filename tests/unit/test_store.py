@@ -9,7 +9,7 @@ import pytest
 
 from pyscheduler.sim import errors
 from pyscheduler.sim.registry import Registry
-from pyscheduler.sim.selectors import parse_label_selector
+from pyscheduler.api.labels import parse_label_selector
 from pyscheduler.sim.store import Store
 
 

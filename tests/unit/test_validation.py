@@ -1,4 +1,4 @@
-"""Tests for pyscheduler.sim.validation: kube-apiserver's rules and exact messages."""
+"""Tests for pyscheduler.api.validation: kube-apiserver's rules and exact messages."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from pyscheduler.sim.validation import (
+from pyscheduler.api.validation import (
     DUPLICATE,
     FORBIDDEN,
     INVALID,

@@ -43,7 +43,7 @@ from fractions import Fraction
 from functools import lru_cache
 from typing import Any
 
-from pyscheduler.framework.quantity import (
+from pyscheduler.api.quantity import (
     BINARY_SI,
     DECIMAL_EXPONENT,
     QuantityError,
