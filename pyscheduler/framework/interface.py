@@ -1,0 +1,145 @@
+"""Extension points of the scheduling pipeline, and the values they exchange.
+
+Like kube-scheduler's framework (``framework/interface.go``), plugins are small objects with a
+``name`` and one method per extension point. Unlike it, a plugin sees *every* node in one call:
+it receives a :class:`CycleContext` (the pod, its request vector, the :class:`NodeTable`) and
+answers with arrays over the table's rows.
+
+Filter (predicate) contract — :meth:`FilterPlugin.filter` returns a :class:`FilterResult`:
+
+* ``passed``: boolean row mask of nodes that pass, or ``None`` when the plugin does not apply to
+  this pod (every node passes; the pipeline skips the AND).
+* ``reasons``: why nodes failed, as (message, mask of rows failing for it, unresolvable). The
+  messages are kube-scheduler's (``Insufficient cpu``, ``node(s) didn't match Pod's node
+  affinity/selector``) because users grep for them. ``unresolvable`` marks reasons that no change
+  short of editing the pod or node spec can fix (kube's ``UnschedulableAndUnresolvable``).
+  A node may carry several reasons of one plugin (cpu *and* memory short).
+
+Score (priority) contract — :meth:`ScorePlugin.score` returns an int64 array over rows with
+values in ``0..MAX_NODE_SCORE`` for the feasible rows (other rows are ignored), already
+normalized the way the plugin's kube counterpart normalizes (``NormalizeScore``). The pipeline
+multiplies by the plugin's weight and sums.
+
+Outcomes are values (:class:`Status` with a :class:`Code`); exceptions are for faults.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, Protocol
+
+import numpy as np
+
+from pyscheduler.api.labels import LabelSelector
+from pyscheduler.framework.nodetable import BoolArray, IntArray, NodeTable
+from pyscheduler.framework.pod import PodInfo
+
+__all__ = [
+    "MAX_NODE_SCORE",
+    "Code",
+    "CycleContext",
+    "FilterPlugin",
+    "FilterResult",
+    "Reason",
+    "ScorePlugin",
+    "Status",
+]
+
+MAX_NODE_SCORE = 100
+
+
+class Code(enum.Enum):
+    SUCCESS = "Success"
+    UNSCHEDULABLE = "Unschedulable"
+    UNSCHEDULABLE_AND_UNRESOLVABLE = "UnschedulableAndUnresolvable"
+    ERROR = "Error"
+    SKIP = "Skip"
+
+
+@dataclass(frozen=True, slots=True)
+class Status:
+    code: Code
+    reasons: tuple[str, ...] = ()
+    plugin: str = ""
+
+    @property
+    def ok(self) -> bool:
+        return self.code is Code.SUCCESS
+
+    @property
+    def message(self) -> str:
+        return ", ".join(self.reasons)
+
+
+SUCCESS = Status(Code.SUCCESS)
+
+
+@dataclass(frozen=True, slots=True)
+class Reason:
+    message: str
+    failed: BoolArray
+    unresolvable: bool = False
+
+
+@dataclass(slots=True)
+class FilterResult:
+    passed: BoolArray | None
+    reasons: list[Reason] = field(default_factory=list)
+
+    @classmethod
+    def all_pass(cls) -> FilterResult:
+        return cls(None)
+
+    @classmethod
+    def single(cls, passed: BoolArray, message: str, unresolvable: bool = False) -> FilterResult:
+        """Every failing row fails for the same reason."""
+        return cls(passed, [Reason(message, ~passed, unresolvable)])
+
+
+NamespaceResolver = Callable[[LabelSelector], frozenset[str]]
+
+
+@dataclass(slots=True)
+class CycleContext:
+    """Everything one scheduling attempt of one pod may look at."""
+
+    pod: PodInfo
+    table: NodeTable
+    request: IntArray
+    # Namespaces whose labels match a selector (for namespaceSelector in affinity terms).
+    namespaces: NamespaceResolver = field(default=lambda sel: frozenset())
+    # Per-attempt scratch space shared between a plugin's filter and score (kube's CycleState).
+    state: dict[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def for_pod(cls, pod: PodInfo, table: NodeTable,
+                namespaces: NamespaceResolver | None = None) -> CycleContext:
+        ctx = cls(pod, table, table.request_vector(pod))
+        if namespaces is not None:
+            ctx.namespaces = namespaces
+        return ctx
+
+    @property
+    def n(self) -> int:
+        return self.table.n
+
+    def nodes(self) -> BoolArray:
+        """Rows holding a node (holes left by removed nodes excluded)."""
+        return self.table.valid[: self.table.n]
+
+    def zeros(self) -> IntArray:
+        return np.zeros(self.table.n, np.int64)
+
+
+class FilterPlugin(Protocol):
+    name: ClassVar[str]
+
+    def filter(self, ctx: CycleContext) -> FilterResult: ...
+
+
+class ScorePlugin(Protocol):
+    name: ClassVar[str]
+
+    def score(self, ctx: CycleContext, feasible: BoolArray) -> IntArray: ...

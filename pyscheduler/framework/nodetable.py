@@ -1,0 +1,383 @@
+"""The columnar node table: every node's scheduling-relevant state as numpy columns.
+
+One row ("slot") per node. Plugins evaluate a pod against *all* nodes at once with array
+operations instead of a per-node Python loop, and WebAssembly fragments receive the same columns.
+
+Columns (``n`` = :attr:`NodeTable.n`, the high-water mark of used slots; a removed node leaves a
+hole, ``valid[slot] == False``, which the next new node reuses):
+
+* ``allocatable[n, R]`` and ``requested[n, R]``: int64 per resource, cpu in millicores, other
+  resources in integer units; resource column order is :attr:`NodeTable.resources` (cpu, memory,
+  ephemeral-storage, pods, then extended resources as they are first seen). The ``pods`` column
+  of ``requested`` counts pods.
+* ``nonzero[n, 2]``: cpu/memory requested with kube-scheduler's non-zero defaults (for scoring).
+* ``valid[n]``, ``unschedulable[n]``.
+* Indexes: label key -> value -> boolean row mask, label key -> mask of rows that have the key,
+  taint (key, value, effect) -> mask, (protocol, port) -> host IP -> per-row use count.
+* Pods per row, and *match counters*: for a label selector over some namespaces, the number of
+  matching pods on each row, kept up to date incrementally once someone asked for it (topology
+  spread and inter-pod affinity ask the same questions for every pod of a workload).
+
+Every change bumps :attr:`generation`; ``row_generation[slot]`` records the generation at which a
+row last changed, so consumers can copy only changed rows.
+"""
+
+from __future__ import annotations
+
+import collections
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from pyscheduler.api.labels import LabelSelector
+from pyscheduler.api.quantity import QuantityError, milli_value, parse_quantity, value
+from pyscheduler.framework.pod import PodInfo
+
+__all__ = [
+    "CPU",
+    "EPHEMERAL_STORAGE",
+    "MEMORY",
+    "PODS",
+    "BoolArray",
+    "IntArray",
+    "NodeInfo",
+    "NodeTable",
+    "Taint",
+    "node_info",
+]
+
+CPU, MEMORY, EPHEMERAL_STORAGE, PODS = 0, 1, 2, 3
+BASE_RESOURCES = ("cpu", "memory", "ephemeral-storage", "pods")
+
+BoolArray = npt.NDArray[np.bool_]
+IntArray = npt.NDArray[np.int64]
+
+
+@dataclass(frozen=True, slots=True)
+class Taint:
+    key: str
+    value: str
+    effect: str  # NoSchedule, PreferNoSchedule, NoExecute
+
+
+@dataclass(frozen=True, slots=True)
+class NodeInfo:
+    name: str
+    labels: Mapping[str, str]
+    taints: tuple[Taint, ...]
+    allocatable: Mapping[str, int]
+    unschedulable: bool
+
+
+def node_info(obj: Mapping[str, Any]) -> NodeInfo:
+    """Parse a Node; unparseable allocatable quantities count as zero (the node fits nothing
+    that needs them) rather than failing the whole node."""
+    meta = obj.get("metadata") or {}
+    spec = obj.get("spec") or {}
+    status = obj.get("status") or {}
+    alloc_raw = status.get("allocatable") or status.get("capacity") or {}
+    allocatable: dict[str, int] = {}
+    for name, raw in alloc_raw.items():
+        try:
+            q = parse_quantity(raw)
+        except (QuantityError, TypeError):
+            q = parse_quantity(0)
+        allocatable[str(name)] = milli_value(q) if name == "cpu" else value(q)
+    taints = tuple(Taint(str(t.get("key", "")), str(t.get("value") or ""),
+                         str(t.get("effect", "")))
+                   for t in spec.get("taints") or () if isinstance(t, Mapping))
+    return NodeInfo(name=str(meta.get("name", "")), labels=dict(meta.get("labels") or {}),
+                    taints=taints, allocatable=allocatable,
+                    unschedulable=bool(spec.get("unschedulable")))
+
+
+class _MatchCounter:
+    __slots__ = ("selector", "namespaces", "counts")
+
+    def __init__(self, selector: LabelSelector, namespaces: frozenset[str] | None,
+                 capacity: int) -> None:
+        self.selector = selector
+        self.namespaces = namespaces
+        self.counts = np.zeros(capacity, np.int64)
+
+    def matches(self, pod: PodInfo) -> bool:
+        return (self.namespaces is None or pod.namespace in self.namespaces) \
+            and self.selector.matches(pod.labels)
+
+
+class NodeTable:
+    """Columns and indexes over all nodes. Not thread-safe: one owner (the scheduler loop)."""
+
+    MAX_COUNTERS = 512
+
+    def __init__(self, capacity: int = 64) -> None:
+        self.capacity = capacity
+        self.n = 0
+        self.generation = 0
+        self.resources: list[str] = list(BASE_RESOURCES)
+        self.resource_index: dict[str, int] = {r: i for i, r in enumerate(self.resources)}
+        r = len(self.resources)
+        self.allocatable: IntArray = np.zeros((capacity, r), np.int64)
+        self.requested: IntArray = np.zeros((capacity, r), np.int64)
+        self.nonzero: IntArray = np.zeros((capacity, 2), np.int64)
+        self.valid: BoolArray = np.zeros(capacity, np.bool_)
+        self.unschedulable: BoolArray = np.zeros(capacity, np.bool_)
+        self.row_generation: IntArray = np.zeros(capacity, np.int64)
+        self.names: list[str] = []
+        self.slots: dict[str, int] = {}
+        self.infos: list[NodeInfo | None] = []
+        self.pods: list[dict[str, PodInfo]] = []
+        self._free: list[int] = []
+        self.label_index: dict[str, dict[str, BoolArray]] = {}
+        self.label_keys: dict[str, BoolArray] = {}
+        self.taint_index: dict[Taint, BoolArray] = {}
+        self.port_index: dict[tuple[str, int], dict[str, IntArray]] = {}
+        self.label_generation = 0
+        self._domains: dict[str, tuple[int, npt.NDArray[np.int32], list[str]]] = {}
+        self._counters: collections.OrderedDict[tuple[str, frozenset[str] | None],
+                                                 _MatchCounter] = collections.OrderedDict()
+
+    # -- shape ---------------------------------------------------------------------------------
+
+    def _grow_rows(self) -> None:
+        cap = self.capacity * 2
+
+        def grow(a: Any) -> Any:
+            out = np.zeros((cap, *a.shape[1:]), a.dtype)
+            out[: self.capacity] = a
+            return out
+
+        self.allocatable, self.requested = grow(self.allocatable), grow(self.requested)
+        self.nonzero, self.valid = grow(self.nonzero), grow(self.valid)
+        self.unschedulable, self.row_generation = grow(self.unschedulable), \
+            grow(self.row_generation)
+        for values in self.label_index.values():
+            for v in list(values):
+                values[v] = grow(values[v])
+        for k in list(self.label_keys):
+            self.label_keys[k] = grow(self.label_keys[k])
+        for t in list(self.taint_index):
+            self.taint_index[t] = grow(self.taint_index[t])
+        for ips in self.port_index.values():
+            for ip in list(ips):
+                ips[ip] = grow(ips[ip])
+        for c in self._counters.values():
+            c.counts = grow(c.counts)
+        self.capacity = cap
+        self._domains.clear()
+
+    def resource(self, name: str) -> int:
+        """Column of a resource, adding a column for a resource seen for the first time."""
+        index = self.resource_index.get(name)
+        if index is None:
+            index = len(self.resources)
+            self.resources.append(name)
+            self.resource_index[name] = index
+            pad = np.zeros((self.capacity, 1), np.int64)
+            self.allocatable = np.hstack([self.allocatable, pad])
+            self.requested = np.hstack([self.requested, pad])
+        return index
+
+    def request_vector(self, pod: PodInfo) -> IntArray:
+        """The pod's requests as a row over :attr:`resources` (pods column = 1)."""
+        for name in pod.requests:
+            self.resource(name)
+        vec = np.zeros(len(self.resources), np.int64)
+        for name, amount in pod.requests.items():
+            vec[self.resource_index[name]] = amount
+        vec[PODS] = 1
+        return vec
+
+    def _touch(self, slot: int) -> None:
+        self.generation += 1
+        self.row_generation[slot] = self.generation
+
+    # -- nodes ---------------------------------------------------------------------------------
+
+    def set_node(self, info: NodeInfo) -> int:
+        """Add or update a node; returns its slot."""
+        slot = self.slots.get(info.name)
+        if slot is None:
+            if self._free:
+                slot = self._free.pop()
+            else:
+                if self.n == self.capacity:
+                    self._grow_rows()
+                slot = self.n
+                self.n += 1
+                self.names.append("")
+                self.infos.append(None)
+                self.pods.append({})
+            self.slots[info.name] = slot
+            self.names[slot] = info.name
+            self.valid[slot] = True
+        old = self.infos[slot]
+        self.infos[slot] = info
+        self.unschedulable[slot] = info.unschedulable
+        for name in info.allocatable:
+            self.resource(name)
+        row = np.zeros(len(self.resources), np.int64)
+        for name, amount in info.allocatable.items():
+            row[self.resource_index[name]] = amount
+        self.allocatable[slot] = row
+        if old is None or old.labels != info.labels:
+            self._index_labels(slot, old.labels if old else {}, info.labels)
+        if old is None or old.taints != info.taints:
+            for t in old.taints if old else ():
+                self.taint_index[t][slot] = False
+            for t in info.taints:
+                mask = self.taint_index.get(t)
+                if mask is None:
+                    mask = self.taint_index[t] = np.zeros(self.capacity, np.bool_)
+                mask[slot] = True
+        self._touch(slot)
+        return slot
+
+    def _index_labels(self, slot: int, old: Mapping[str, str], new: Mapping[str, str]) -> None:
+        for k, v in old.items():
+            if new.get(k) != v:
+                self.label_index[k][v][slot] = False
+                if k not in new:
+                    self.label_keys[k][slot] = False
+        for k, v in new.items():
+            if old.get(k) != v:
+                values = self.label_index.setdefault(k, {})
+                mask = values.get(v)
+                if mask is None:
+                    mask = values[v] = np.zeros(self.capacity, np.bool_)
+                mask[slot] = True
+                has = self.label_keys.get(k)
+                if has is None:
+                    has = self.label_keys[k] = np.zeros(self.capacity, np.bool_)
+                has[slot] = True
+        self.label_generation += 1
+        self._domains.clear()
+
+    def remove_node(self, name: str) -> list[PodInfo]:
+        """Remove a node; returns the pods that were on it (they stay known to the caller)."""
+        slot = self.slots.pop(name, None)
+        if slot is None:
+            return []
+        info = self.infos[slot]
+        pods = list(self.pods[slot].values())
+        for pod in pods:
+            self._unaccount(slot, pod)
+        if info is not None:
+            self._index_labels(slot, info.labels, {})
+            for t in info.taints:
+                self.taint_index[t][slot] = False
+        self.infos[slot] = None
+        self.names[slot] = ""
+        self.valid[slot] = False
+        self.unschedulable[slot] = False
+        self.allocatable[slot] = 0
+        self.requested[slot] = 0
+        self.nonzero[slot] = 0
+        self.pods[slot] = {}
+        self._free.append(slot)
+        self._touch(slot)
+        return pods
+
+    # -- pods ----------------------------------------------------------------------------------
+
+    def add_pod(self, slot: int, pod: PodInfo) -> None:
+        """Count ``pod`` on the node in ``slot`` (idempotent by uid)."""
+        if pod.uid in self.pods[slot]:
+            return
+        self.pods[slot][pod.uid] = pod
+        self.requested[slot] += self.request_vector(pod)
+        self.nonzero[slot, 0] += pod.nonzero_cpu
+        self.nonzero[slot, 1] += pod.nonzero_memory
+        for hp in pod.host_ports:
+            ips = self.port_index.setdefault((hp.protocol, hp.port), {})
+            counts = ips.get(hp.ip)
+            if counts is None:
+                counts = ips[hp.ip] = np.zeros(self.capacity, np.int64)
+            counts[slot] += 1
+        for c in self._counters.values():
+            if c.matches(pod):
+                c.counts[slot] += 1
+        self._touch(slot)
+
+    def remove_pod(self, slot: int, uid: str) -> PodInfo | None:
+        pod = self.pods[slot].pop(uid, None)
+        if pod is not None:
+            self._unaccount(slot, pod)
+            self._touch(slot)
+        return pod
+
+    def _unaccount(self, slot: int, pod: PodInfo) -> None:
+        self.requested[slot] -= self.request_vector(pod)
+        self.nonzero[slot, 0] -= pod.nonzero_cpu
+        self.nonzero[slot, 1] -= pod.nonzero_memory
+        for hp in pod.host_ports:
+            self.port_index[(hp.protocol, hp.port)][hp.ip][slot] -= 1
+        for c in self._counters.values():
+            if c.matches(pod):
+                c.counts[slot] -= 1
+
+    def all_pods(self) -> Iterable[tuple[int, PodInfo]]:
+        for slot in range(self.n):
+            for pod in self.pods[slot].values():
+                yield slot, pod
+
+    # -- derived views -------------------------------------------------------------------------
+
+    def label_mask(self, key: str, value: str) -> BoolArray:
+        """Rows whose label ``key`` equals ``value`` (a view of length n; do not modify)."""
+        mask = self.label_index.get(key, {}).get(value)
+        return mask[: self.n] if mask is not None else np.zeros(self.n, np.bool_)
+
+    def has_label(self, key: str) -> BoolArray:
+        mask = self.label_keys.get(key)
+        return mask[: self.n] if mask is not None else np.zeros(self.n, np.bool_)
+
+    def domains(self, key: str) -> tuple[npt.NDArray[np.int32], list[str]]:
+        """Topology domains of label ``key``: a domain id per row (-1: no such label) and the
+        domain values by id. Cached until labels change."""
+        cached = self._domains.get(key)
+        if cached is not None and cached[0] == self.label_generation:
+            return cached[1][: self.n], cached[2]
+        ids = np.full(self.capacity, -1, np.int32)
+        values: list[str] = []
+        for v, mask in self.label_index.get(key, {}).items():
+            if mask.any():
+                ids[mask] = len(values)
+                values.append(v)
+        self._domains[key] = (self.label_generation, ids, values)
+        return ids[: self.n], values
+
+    def count_matching(self, selector: LabelSelector, selector_key: str,
+                       namespaces: frozenset[str] | None) -> IntArray:
+        """Per row, how many pods match ``selector`` in ``namespaces`` (None: every namespace).
+
+        The first call for a (selector, namespaces) pair counts every pod; afterwards the count
+        is maintained incrementally as pods come and go.
+        """
+        key = (selector_key, namespaces)
+        c = self._counters.get(key)
+        if c is None:
+            c = _MatchCounter(selector, namespaces, self.capacity)
+            for slot, pod in self.all_pods():
+                if c.matches(pod):
+                    c.counts[slot] += 1
+            self._counters[key] = c
+            if len(self._counters) > self.MAX_COUNTERS:
+                self._counters.popitem(last=False)
+        else:
+            self._counters.move_to_end(key)
+        return c.counts[: self.n]
+
+    def port_conflicts(self, protocol: str, port: int, ip: str) -> BoolArray:
+        """Rows where a pod already uses host port (protocol, port) on an overlapping address."""
+        ips = self.port_index.get((protocol, port))
+        out = np.zeros(self.n, np.bool_)
+        if not ips:
+            return out
+        for used_ip, counts in ips.items():
+            if ip == "0.0.0.0" or used_ip == "0.0.0.0" or used_ip == ip:
+                out |= counts[: self.n] > 0
+        return out

@@ -1,0 +1,1 @@
+"""Built-in scheduling plugins, one module each, vectorized over the node table."""
