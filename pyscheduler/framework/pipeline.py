@@ -1,0 +1,236 @@
+"""The scheduling algorithm: filter every node, score the feasible ones, pick the best.
+
+:class:`Pipeline` runs a :class:`Profile`'s filter plugins (the feasibility mask is the AND of
+their masks) and score plugins (the total is the weighted sum of their 0..100 scores) over the
+whole node table, then selects the highest-scoring feasible node, breaking ties at random with a
+seedable generator.
+
+**Stage overrides** are the seam for per-pod scheduling logic (WebAssembly fragments): a
+:class:`StageOverride` may *replace* the filter stage (only its verdict counts) or *extend* it
+(its verdict is ANDed with the built-ins), and likewise replace or extend the score stage with a
+weight. The override is chosen per pod by the caller.
+
+**Diagnosis** is computed only when it is needed (nothing fits, or an explanation was asked for):
+like kube-scheduler, each node is charged to the *first* filter plugin, in profile order, that
+rejected it, and the reasons are counted into kube's message,
+``0/N nodes are available: 3 Insufficient cpu, 2 node(s) didn't match Pod's node
+affinity/selector.``
+
+``percentageOfNodesToScore`` follows kube-scheduler: when below 100, only the first K feasible
+nodes from a rotating start index are scored (K at least 100 nodes, adaptive when 0).
+"""
+
+from __future__ import annotations
+
+import collections
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Literal
+
+import numpy as np
+
+from pyscheduler.framework.interface import (
+    CycleContext,
+    FilterPlugin,
+    FilterResult,
+    ScorePlugin,
+)
+from pyscheduler.framework.nodetable import BoolArray, IntArray
+
+__all__ = [
+    "Diagnosis",
+    "FilterOutcome",
+    "Pipeline",
+    "Profile",
+    "ScheduleResult",
+    "StageOverride",
+    "explain",
+    "nodes_to_score",
+]
+
+MIN_FEASIBLE_NODES_TO_FIND = 100
+MIN_FEASIBLE_NODES_PERCENTAGE_TO_FIND = 5
+
+FilterFn = Callable[[CycleContext], FilterResult]
+ScoreFn = Callable[[CycleContext, BoolArray], IntArray]
+
+
+@dataclass(frozen=True, slots=True)
+class Profile:
+    name: str
+    filters: tuple[FilterPlugin, ...]
+    scores: tuple[tuple[ScorePlugin, int], ...]
+    percentage_of_nodes_to_score: int = 100
+
+
+@dataclass(frozen=True, slots=True)
+class StageOverride:
+    """Per-pod replacement or extension of the filter and/or score stage."""
+
+    name: str
+    filter: FilterFn | None = None
+    filter_mode: Literal["replace", "extend"] = "replace"
+    score: ScoreFn | None = None
+    score_mode: Literal["replace", "extend"] = "replace"
+    score_weight: int = 1
+
+
+@dataclass(slots=True)
+class Diagnosis:
+    nodes: int
+    reasons: collections.Counter[str]
+    unresolvable: bool  # every rejected node failed for a reason no pod move can fix
+
+    def message(self) -> str:
+        """kube-scheduler's FitError text."""
+        parts = sorted(f"{count} {reason}" for reason, count in self.reasons.items())
+        head = f"0/{self.nodes} nodes are available"
+        return f"{head}: {', '.join(parts)}." if parts else f"{head}."
+
+
+@dataclass(slots=True)
+class FilterOutcome:
+    feasible: BoolArray
+    valid: BoolArray
+    results: list[tuple[str, FilterResult]] = field(default_factory=list)
+
+    def diagnose(self) -> Diagnosis:
+        remaining = self.valid.copy()
+        reasons: collections.Counter[str] = collections.Counter()
+        all_unresolvable = True
+        for _, result in self.results:
+            if result.passed is None:
+                continue
+            rejected = remaining & ~result.passed
+            if not rejected.any():
+                continue
+            charged = np.zeros_like(rejected)
+            for reason in result.reasons:
+                hit = rejected & reason.failed[: len(rejected)]
+                count = int(hit.sum())
+                if count:
+                    reasons[reason.message] += count
+                    charged |= hit
+                    if not reason.unresolvable:
+                        all_unresolvable = False
+            uncharged = int((rejected & ~charged).sum())
+            if uncharged:
+                reasons["node(s) were rejected by a filter"] += uncharged
+                all_unresolvable = False
+            remaining &= result.passed
+        return Diagnosis(int(self.valid.sum()), reasons, all_unresolvable and bool(reasons))
+
+
+@dataclass(slots=True)
+class ScheduleResult:
+    node: str | None
+    slot: int
+    filtered: FilterOutcome
+    total: IntArray | None = None
+    per_plugin: dict[str, IntArray] | None = None
+    feasible_count: int = 0
+
+
+def nodes_to_score(n: int, percentage: int) -> int:
+    """kube-scheduler's numFeasibleNodesToFind."""
+    if n < MIN_FEASIBLE_NODES_TO_FIND or percentage >= 100:
+        return n
+    adaptive = percentage
+    if adaptive <= 0:
+        adaptive = max(50 - n // 125, MIN_FEASIBLE_NODES_PERCENTAGE_TO_FIND)
+    return max(n * adaptive // 100, MIN_FEASIBLE_NODES_TO_FIND)
+
+
+class Pipeline:
+    def __init__(self, profile: Profile, *, seed: int | None = None) -> None:
+        self.profile = profile
+        self.rng = np.random.default_rng(seed)
+        self._next_start = 0
+
+    def filter(self, ctx: CycleContext, override: StageOverride | None = None
+               ) -> FilterOutcome:
+        valid = ctx.nodes().copy()
+        feasible = valid.copy()
+        outcome = FilterOutcome(feasible, valid)
+        stages: list[tuple[str, FilterFn]] = []
+        if override is None or override.filter is None or override.filter_mode == "extend":
+            stages.extend((p.name, p.filter) for p in self.profile.filters)
+        if override is not None and override.filter is not None:
+            stages.append((override.name, override.filter))
+        for name, fn in stages:
+            result = fn(ctx)
+            outcome.results.append((name, result))
+            if result.passed is not None:
+                feasible &= result.passed[: len(feasible)]
+        return outcome
+
+    def score(self, ctx: CycleContext, feasible: BoolArray,
+              override: StageOverride | None = None, *, keep_per_plugin: bool = False
+              ) -> tuple[IntArray, dict[str, IntArray]]:
+        total = np.zeros(len(feasible), np.int64)
+        per_plugin: dict[str, IntArray] = {}
+        stages: list[tuple[str, ScoreFn, int]] = []
+        if override is None or override.score is None or override.score_mode == "extend":
+            stages.extend((p.name, p.score, w) for p, w in self.profile.scores if w)
+        if override is not None and override.score is not None:
+            stages.append((override.name, override.score, override.score_weight))
+        for name, fn, weight in stages:
+            scores = fn(ctx, feasible)[: len(feasible)]
+            total += scores * weight
+            if keep_per_plugin:
+                per_plugin[name] = scores
+        return total, per_plugin
+
+    def _limit(self, feasible: BoolArray) -> BoolArray:
+        """Keep only the first K feasible rows from a rotating start (percentageOfNodesToScore)."""
+        count = int(feasible.sum())
+        k = nodes_to_score(int(len(feasible)), self.profile.percentage_of_nodes_to_score)
+        if count <= k:
+            return feasible
+        rows = np.flatnonzero(feasible)
+        start = int(np.searchsorted(rows, self._next_start % len(feasible)))
+        chosen = np.roll(rows, -start)[:k]
+        self._next_start = int(chosen[-1]) + 1
+        limited = np.zeros_like(feasible)
+        limited[chosen] = True
+        return limited
+
+    def schedule(self, ctx: CycleContext, override: StageOverride | None = None, *,
+                 explain: bool = False) -> ScheduleResult:
+        filtered = self.filter(ctx, override)
+        feasible = self._limit(filtered.feasible)
+        count = int(feasible.sum())
+        if count == 0:
+            return ScheduleResult(None, -1, filtered)
+        if count == 1 and not explain:
+            slot = int(np.flatnonzero(feasible)[0])
+            return ScheduleResult(ctx.table.names[slot], slot, filtered, feasible_count=1)
+        total, per_plugin = self.score(ctx, feasible, override, keep_per_plugin=explain)
+        masked = np.where(feasible, total, np.iinfo(np.int64).min)
+        best = masked.max()
+        ties = np.flatnonzero(masked == best)
+        slot = int(ties[0] if len(ties) == 1 else ties[self.rng.integers(len(ties))])
+        return ScheduleResult(ctx.table.names[slot], slot, filtered, total,
+                              per_plugin if explain else None, count)
+
+
+def explain(result: ScheduleResult, table_names: Sequence[str], top: int = 3) -> dict[str, object]:
+    """The ``wssp/decision`` explanation: feasible count, failure reasons by count, top nodes
+    with their per-plugin scores."""
+    diagnosis = result.filtered.diagnose()
+    out: dict[str, object] = {
+        "feasibleNodes": int(result.filtered.feasible.sum()),
+        "nodes": diagnosis.nodes,
+        "failures": dict(diagnosis.reasons),
+        "selected": result.node,
+    }
+    if result.total is not None:
+        feasible = result.filtered.feasible
+        rows = np.flatnonzero(feasible)
+        order = rows[np.argsort(-result.total[rows], kind="stable")][:top]
+        out["top"] = [
+            {"node": table_names[int(r)], "score": int(result.total[r]),
+             "plugins": {name: int(s[r]) for name, s in (result.per_plugin or {}).items()}}
+            for r in order
+        ]
+    return out

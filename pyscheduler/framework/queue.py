@@ -1,0 +1,254 @@
+"""The scheduling queue: which pending pod to try next, and when to try again.
+
+Three sub-queues, as in kube-scheduler's ``PriorityQueue``:
+
+* **active** — pods ready to be tried, popped by priority (higher first), then by the time they
+  entered the queue (older first);
+* **backoff** — pods that failed and wait out a per-pod backoff (initial 1 s doubling to a 10 s
+  cap by default) before returning to active;
+* **unschedulable** — pods no node could take. They go back to active (or backoff, if their
+  backoff has not expired) when the cluster changes in a way that may help: a node added or
+  updated, an assigned pod deleted. Pods left there longer than
+  ``max_in_unschedulable`` (5 minutes) are retried anyway by a periodic flush.
+
+Pods with ``schedulingGates`` are *gated*: kept, counted, never popped until an update removes
+the gates. A cluster event that arrives while a pod is being tried is remembered (the *move
+request cycle*): if that attempt then fails, the pod goes to backoff instead of unschedulable,
+so the event is not missed.
+
+The queue is pure (no I/O) with an injectable clock; the scheduler awaits :meth:`pop`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import heapq
+import itertools
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from pyscheduler.framework.pod import PodInfo
+
+__all__ = ["QueuedPod", "SchedulingQueue"]
+
+
+@dataclass(slots=True)
+class QueuedPod:
+    pod: PodInfo
+    attempts: int = 0
+    initial_attempt: float = 0.0  # when the pod was first seen pending (for the SLI metric)
+    enqueued: float = 0.0  # when it entered its current sub-queue
+    backoff_until: float = 0.0
+    cycle: int = 0  # the move request cycle at the time it was popped
+
+
+class SchedulingQueue:
+    def __init__(self, *, initial_backoff: float = 1.0, max_backoff: float = 10.0,
+                 max_in_unschedulable: float = 300.0,
+                 clock: Callable[[], float] = time.monotonic,
+                 on_event: Callable[[str, str], None] | None = None) -> None:
+        self.initial_backoff = initial_backoff
+        self.max_backoff = max_backoff
+        self.max_in_unschedulable = max_in_unschedulable
+        self.clock = clock
+        self.on_event = on_event  # (queue, event) for scheduler_queue_incoming_pods_total
+        self.entries: dict[str, QueuedPod] = {}  # every pending pod we know, by uid
+        self._active: list[tuple[int, float, int, str]] = []
+        self._in_active: set[str] = set()
+        self._backoff: list[tuple[float, int, str]] = []
+        self._in_backoff: set[str] = set()
+        self.unschedulable: dict[str, QueuedPod] = {}
+        self.gated: set[str] = set()
+        self.in_flight: set[str] = set()
+        self._seq = itertools.count()
+        self._wake = asyncio.Event()
+        self.move_request_cycle = 0
+        self.scheduling_cycle = 0
+        self.closed = False
+
+    # -- sizes (scheduler_pending_pods) --------------------------------------------------------
+
+    def counts(self) -> dict[str, int]:
+        return {"active": len(self._in_active), "backoff": len(self._in_backoff),
+                "unschedulable": len(self.unschedulable), "gated": len(self.gated)}
+
+    def __len__(self) -> int:
+        return len(self.entries)
+
+    # -- informer side -------------------------------------------------------------------------
+
+    def _note(self, queue: str, event: str) -> None:
+        if self.on_event is not None:
+            self.on_event(queue, event)
+
+    def _push_active(self, entry: QueuedPod, event: str) -> None:
+        uid = entry.pod.uid
+        self.unschedulable.pop(uid, None)
+        if uid in self._in_active:
+            return
+        entry.enqueued = self.clock()
+        heapq.heappush(self._active, (-entry.pod.priority, entry.enqueued, next(self._seq), uid))
+        self._in_active.add(uid)
+        self._note("active", event)
+        self._wake.set()
+
+    def _push_backoff(self, entry: QueuedPod, event: str) -> None:
+        uid = entry.pod.uid
+        self.unschedulable.pop(uid, None)
+        if uid in self._in_backoff or uid in self._in_active:
+            return
+        heapq.heappush(self._backoff, (entry.backoff_until, next(self._seq), uid))
+        self._in_backoff.add(uid)
+        self._note("backoff", event)
+        self._wake.set()
+
+    def add(self, pod: PodInfo) -> None:
+        """A pending pod appeared (or was updated: see :meth:`update`)."""
+        if pod.uid in self.entries:
+            self.update(pod)
+            return
+        now = self.clock()
+        entry = QueuedPod(pod, initial_attempt=now, enqueued=now)
+        self.entries[pod.uid] = entry
+        if pod.gated:
+            self.gated.add(pod.uid)
+            self._note("gated", "PodAdd")
+            return
+        self._push_active(entry, "PodAdd")
+
+    def update(self, pod: PodInfo) -> None:
+        entry = self.entries.get(pod.uid)
+        if entry is None:
+            self.add(pod)
+            return
+        old = entry.pod
+        entry.pod = pod
+        if pod.uid in self.in_flight:
+            return
+        if pod.gated:
+            return
+        if pod.uid in self.gated:
+            self.gated.discard(pod.uid)
+            self._push_active(entry, "PodUpdate")
+            return
+        if pod.uid in self.unschedulable and _spec_changed(old, pod):
+            # An edited pod may fit now: retry it (respecting its backoff).
+            if entry.backoff_until > self.clock():
+                self._push_backoff(entry, "PodUpdate")
+            else:
+                self._push_active(entry, "PodUpdate")
+
+    def delete(self, uid: str) -> None:
+        self.entries.pop(uid, None)
+        self.unschedulable.pop(uid, None)
+        self.gated.discard(uid)
+        self._in_active.discard(uid)  # heap entries of unknown uids are skipped on pop
+        self._in_backoff.discard(uid)
+
+    def move_all_to_active(self, event: str) -> None:
+        """A cluster event that may make unschedulable pods schedulable (kube's
+        MoveAllToActiveOrBackoffQueue)."""
+        self.move_request_cycle = self.scheduling_cycle
+        now = self.clock()
+        for uid, entry in list(self.unschedulable.items()):
+            if entry.backoff_until > now:
+                self._push_backoff(entry, event)
+            else:
+                self._push_active(entry, event)
+
+    # -- scheduler side ------------------------------------------------------------------------
+
+    def _flush(self) -> float | None:
+        """Move due pods to active; returns seconds until the next timed move, if any."""
+        now = self.clock()
+        while self._backoff and self._backoff[0][0] <= now:
+            _, _, uid = heapq.heappop(self._backoff)
+            if uid in self._in_backoff:
+                self._in_backoff.discard(uid)
+                entry = self.entries.get(uid)
+                if entry is not None:
+                    self._push_active(entry, "BackoffComplete")
+        for uid, entry in list(self.unschedulable.items()):
+            if now - entry.enqueued >= self.max_in_unschedulable:
+                self._push_active(entry, "UnschedulableTimeout")
+        waits = []
+        if self._backoff:
+            waits.append(self._backoff[0][0] - now)
+        if self.unschedulable:
+            oldest = min(e.enqueued for e in self.unschedulable.values())
+            waits.append(oldest + self.max_in_unschedulable - now)
+        return max(min(waits), 0.0) if waits else None
+
+    def pop_nowait(self) -> QueuedPod | None:
+        self._flush()
+        while self._active:
+            _, _, _, uid = heapq.heappop(self._active)
+            if uid not in self._in_active:
+                continue
+            self._in_active.discard(uid)
+            entry = self.entries.get(uid)
+            if entry is None:
+                continue
+            self.scheduling_cycle += 1
+            entry.cycle = self.scheduling_cycle
+            entry.attempts += 1
+            self.in_flight.add(uid)
+            return entry
+        return None
+
+    async def pop(self) -> QueuedPod:
+        while True:
+            entry = self.pop_nowait()
+            if entry is not None:
+                return entry
+            if self.closed:
+                raise asyncio.CancelledError("scheduling queue closed")
+            wait = self._flush()
+            self._wake.clear()
+            try:
+                await asyncio.wait_for(self._wake.wait(), wait if wait is not None else 1.0)
+            except asyncio.TimeoutError:
+                pass
+
+    def done(self, uid: str) -> None:
+        """The pod was scheduled (assumed): it leaves the queue."""
+        self.in_flight.discard(uid)
+        self.entries.pop(uid, None)
+
+    def _backoff_for(self, attempts: int) -> float:
+        return float(min(self.initial_backoff * (2.0 ** max(attempts - 1, 0)), self.max_backoff))
+
+    def requeue_unschedulable(self, uid: str) -> None:
+        """The attempt found no node. Park the pod until the cluster changes."""
+        self.in_flight.discard(uid)
+        entry = self.entries.get(uid)
+        if entry is None:
+            return
+        entry.backoff_until = self.clock() + self._backoff_for(entry.attempts)
+        if entry.cycle <= self.move_request_cycle:
+            # Something changed while it was being tried: do not wait for another event.
+            self._push_backoff(entry, "ScheduleAttemptFailure")
+            return
+        entry.enqueued = self.clock()
+        self.unschedulable[uid] = entry
+        self._note("unschedulable", "ScheduleAttemptFailure")
+
+    def requeue_backoff(self, uid: str, event: str = "ScheduleAttemptFailure") -> None:
+        """The attempt failed for another reason (bind error, API error): retry after backoff."""
+        self.in_flight.discard(uid)
+        entry = self.entries.get(uid)
+        if entry is None:
+            return
+        entry.backoff_until = self.clock() + self._backoff_for(entry.attempts)
+        self._push_backoff(entry, event)
+
+    def close(self) -> None:
+        self.closed = True
+        self._wake.set()
+
+
+def _spec_changed(old: PodInfo, new: PodInfo) -> bool:
+    old_spec = old.raw.get("spec")
+    new_spec = new.raw.get("spec")
+    return old_spec != new_spec or old.labels != new.labels

@@ -1,0 +1,116 @@
+"""The scheduler cache: assume, confirm, forget, expire; pods before their node."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from pyscheduler.framework.cache import Cache
+from pyscheduler.framework.nodetable import CPU, MEMORY, PODS, node_info
+from pyscheduler.framework.pod import PodInfo, pod_info
+
+
+def node(name: str, cpu: str = "4", memory: str = "8Gi") -> Any:
+    return node_info({"metadata": {"name": name, "labels": {"zone": "a"}},
+                      "status": {"allocatable": {"cpu": cpu, "memory": memory, "pods": "110"}}})
+
+
+def pod(name: str, cpu: str = "500m", node_name: str = "", phase: str = "Pending") -> PodInfo:
+    return pod_info({"metadata": {"name": name, "namespace": "ns", "uid": f"uid-{name}"},
+                     "spec": {"nodeName": node_name, "containers": [
+                         {"name": "c", "image": "x",
+                          "resources": {"requests": {"cpu": cpu, "memory": "1Gi"}}}]},
+                     "status": {"phase": phase}})
+
+
+class Clock:
+    now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def requested(cache: Cache, name: str) -> list[int]:
+    row = cache.table.requested[cache.table.slots[name]]
+    return [int(row[CPU]), int(row[MEMORY] // 2**30), int(row[PODS])]
+
+
+def test_assume_counts_immediately_and_confirm_keeps_one_copy() -> None:
+    cache = Cache()
+    cache.set_node(node("n1"))
+    cache.assume(pod("a"), "n1")
+    assert requested(cache, "n1") == [500, 1, 1]
+    cache.add_pod(pod("a", node_name="n1"))  # the informer confirms
+    assert requested(cache, "n1") == [500, 1, 1]
+    assert not cache.is_assumed("uid-a")
+
+
+def test_confirmation_on_another_node_moves_the_pod() -> None:
+    cache = Cache()
+    cache.set_node(node("n1"))
+    cache.set_node(node("n2"))
+    cache.assume(pod("a"), "n1")
+    cache.add_pod(pod("a", node_name="n2"))
+    assert requested(cache, "n1") == [0, 0, 0] and requested(cache, "n2") == [500, 1, 1]
+
+
+def test_forget_releases_capacity() -> None:
+    cache = Cache()
+    cache.set_node(node("n1"))
+    cache.assume(pod("a"), "n1")
+    cache.forget("uid-a")
+    assert requested(cache, "n1") == [0, 0, 0] and cache.sizes()["pods"] == 0
+
+
+def test_unconfirmed_assumption_expires_only_after_binding_finished() -> None:
+    clock = Clock()
+    cache = Cache(assumed_ttl=30, clock=clock)
+    cache.set_node(node("n1"))
+    cache.assume(pod("a"), "n1")
+    clock.now = 1000
+    assert cache.expire() == []  # binding still in flight: never expire
+    cache.finish_binding("uid-a")
+    clock.now += 29
+    assert cache.expire() == []
+    clock.now += 2
+    assert [p.name for p in cache.expire()] == ["a"]
+    assert requested(cache, "n1") == [0, 0, 0]
+
+
+def test_pod_seen_before_its_node_is_counted_when_the_node_arrives() -> None:
+    cache = Cache()
+    cache.add_pod(pod("early", node_name="late-node"))
+    cache.set_node(node("late-node"))
+    assert requested(cache, "late-node") == [500, 1, 1]
+
+
+def test_finished_pods_hold_nothing() -> None:
+    cache = Cache()
+    cache.set_node(node("n1"))
+    cache.add_pod(pod("a", node_name="n1"))
+    cache.add_pod(pod("a", node_name="n1", phase="Succeeded"))
+    assert requested(cache, "n1") == [0, 0, 0]
+
+
+def test_node_removal_and_return_keeps_pods_counted() -> None:
+    cache = Cache()
+    cache.set_node(node("n1"))
+    cache.add_pod(pod("a", node_name="n1"))
+    cache.remove_node("n1")
+    assert "n1" not in cache.table.slots
+    cache.set_node(node("n1"))
+    assert requested(cache, "n1") == [500, 1, 1]
+
+
+def test_label_index_follows_node_updates() -> None:
+    cache = Cache()
+    cache.set_node(node("n1"))
+    assert cache.table.label_mask("zone", "a").tolist() == [True]
+    cache.set_node(node_info({"metadata": {"name": "n1", "labels": {"zone": "b"}},
+                              "status": {"allocatable": {"cpu": "1"}}}))
+    assert cache.table.label_mask("zone", "a").tolist() == [False]
+    assert cache.table.label_mask("zone", "b").tolist() == [True]
+    ids, values = cache.table.domains("zone")
+    assert values == ["b"] and ids.tolist() == [0]
+    assert np.array_equal(cache.table.has_label("zone"), [True])
