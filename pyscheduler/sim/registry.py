@@ -241,7 +241,8 @@ class Registry:
                              "message": f"namespace {namespace} is being terminated",
                              "field": "metadata.namespace"}]})
 
-    def create(self, rt: ResourceType, namespace: str, body: Any, *, dry_run: bool = False) -> Obj:
+    def create(self, rt: ResourceType, namespace: str, body: Any, *, dry_run: bool = False,
+               strict: bool = False) -> Obj:
         obj = self._check_kind(rt, body)
         rt, conv = self._storage(rt)
         if conv is not None:
@@ -255,6 +256,7 @@ class Registry:
             meta["name"] = prefix + "".join(self.rng.choice(_NAME_ALPHABET) for _ in range(5))
         now = now_rfc3339()
         strategies.prepare_for_create(rt, obj, now)
+        _strict_check(strategies.admit_custom(rt, obj), strict)
         errs = strategies.validate_create(rt, obj)
         if errs:
             raise errors.invalid(rt.group, rt.kind, str(meta.get("name", "")), errs)
@@ -283,17 +285,17 @@ class Registry:
     # -- update --------------------------------------------------------------------------------
 
     def update(self, rt: ResourceType, namespace: str, name: str, body: Any,
-               subresource: str = "", *, dry_run: bool = False) -> Obj:
+               subresource: str = "", *, dry_run: bool = False, strict: bool = False) -> Obj:
         current = self.get_stored(rt, namespace, name)
         obj = self._check_kind(rt, body)
         rt, conv = self._storage(rt)
         if conv is not None:
             return conv.from_storage(self._update(rt, current, conv.to_storage(obj),
                                                   subresource, dry_run=dry_run))
-        return self._update(rt, current, obj, subresource, dry_run=dry_run)
+        return self._update(rt, current, obj, subresource, dry_run=dry_run, strict=strict)
 
     def _update(self, rt: ResourceType, current: Stored, obj: Obj, subresource: str, *,
-                dry_run: bool = False) -> Obj:
+                dry_run: bool = False, strict: bool = False) -> Obj:
         old = current.obj
         meta = _meta(obj)
         old_meta = old["metadata"]
@@ -343,6 +345,7 @@ class Registry:
                           if k not in ("metadata", "status", "kind", "apiVersion"))
             if changed:
                 meta["generation"] = int(old_meta["generation"]) + 1
+        _strict_check(strategies.admit_custom(rt, obj), strict)
         errs = strategies.validate_update(rt, obj, old)
         if errs:
             raise errors.invalid(rt.group, rt.kind, current.name, errs)
@@ -362,7 +365,7 @@ class Registry:
         return stored.obj
 
     def patch(self, rt: ResourceType, namespace: str, name: str, content_type: str, raw: bytes,
-              subresource: str = "", *, dry_run: bool = False) -> Obj:
+              subresource: str = "", *, dry_run: bool = False, strict: bool = False) -> Obj:
         current = self.get_stored(rt, namespace, name)
         target = self.output(rt, current.obj)
         try:
@@ -377,7 +380,7 @@ class Registry:
         if conv is not None:
             return conv.from_storage(self._update(rt, current, conv.to_storage(patched),
                                                   subresource, dry_run=dry_run))
-        return self._update(rt, current, patched, subresource, dry_run=dry_run)
+        return self._update(rt, current, patched, subresource, dry_run=dry_run, strict=strict)
 
     # -- delete --------------------------------------------------------------------------------
 
@@ -625,6 +628,13 @@ class Registry:
         except PatchError as exc:
             raise errors.ApiError(exc.code, exc.reason, str(exc)) from None
         return self.update_scale(rt, namespace, name, patched)
+
+
+def _strict_check(pruned: list[str], strict: bool) -> None:
+    """``fieldValidation=Strict``: fields the schema does not know are an error, not dropped."""
+    if strict and pruned:
+        raise errors.bad_request("strict decoding error: " + ", ".join(
+            f'unknown field "{path}"' for path in pruned))
 
 
 def _selects(pdb: Obj, labels: dict[str, str]) -> bool:

@@ -15,6 +15,8 @@ import hashlib
 from dataclasses import dataclass, field
 from typing import Any
 
+from pyscheduler.sim.schema import CompiledSchema, compile_schema
+
 __all__ = [
     "BUILTIN",
     "ResourceType",
@@ -47,6 +49,9 @@ class ResourceType:
     # For custom resources: the CRD version's additionalPrinterColumns.
     printer_columns: tuple[dict[str, Any], ...] = ()
     custom: bool = False
+    # For custom resources: the version's compiled openAPIV3Schema (defaulting, pruning,
+    # validation), or None to accept anything.
+    schema: CompiledSchema | None = field(default=None, compare=False)
 
     @property
     def key(self) -> tuple[str, str]:
@@ -144,6 +149,7 @@ def from_crd(crd: dict[str, Any]) -> list[ResourceType]:
             subresources=subresources,
             printer_columns=tuple(version.get("additionalPrinterColumns") or ()),
             custom=True,
+            schema=compile_schema((version.get("schema") or {}).get("openAPIV3Schema")),
         ))
     return out
 

@@ -297,6 +297,7 @@ class ApiServer:
         method = request.method
         reg = self.registry
         dry_run = request.query.get("dryRun") == "All"
+        strict = request.query.get("fieldValidation") == "Strict"
         if rt.plural == "bindings" and not group:
             if method != "POST" or name:
                 raise errors.method_not_allowed()
@@ -310,7 +311,8 @@ class ApiServer:
                 return self._list(request, rt, namespace)
             if method == "POST":
                 body = await self._body(request)
-                return _json(reg.create(rt, namespace, body, dry_run=dry_run), 201)
+                return _json(reg.create(rt, namespace, body, dry_run=dry_run, strict=strict),
+                             201)
             if method == "DELETE":
                 return await self._delete_collection(request, rt, namespace)
             raise errors.method_not_allowed()
@@ -322,13 +324,14 @@ class ApiServer:
                 return _json(obj)
             if method == "PUT":
                 body = await self._body(request)
-                return _json(reg.update(rt, namespace, name, body, sub, dry_run=dry_run))
+                return _json(reg.update(rt, namespace, name, body, sub, dry_run=dry_run,
+                                        strict=strict))
             if method == "PATCH":
                 raw = await request.read()
                 if len(raw) > MAX_BODY_BYTES:
                     raise errors.request_entity_too_large(MAX_BODY_BYTES)
                 return _json(reg.patch(rt, namespace, name, request.content_type, raw, sub,
-                                       dry_run=dry_run))
+                                       dry_run=dry_run, strict=strict))
             if method == "DELETE" and not sub:
                 raw = await request.read()
                 options = self._decode(raw, request.content_type) if raw.strip() else {}

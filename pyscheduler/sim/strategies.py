@@ -22,10 +22,12 @@ from typing import Any
 from pyscheduler.api.quantity import QuantityError, parse_quantity
 from pyscheduler.api import validation as v
 from pyscheduler.sim.resources import ResourceType
+from pyscheduler.sim.schema import validate_crd_schema
 from pyscheduler.api.labels import SelectorError, label_selector_from_dict
 from pyscheduler.api.validation import FieldError
 
 __all__ = [
+    "admit_custom",
     "default_pod_spec",
     "pod_qos_class",
     "prepare_for_create",
@@ -255,6 +257,12 @@ def _validate_crd(obj: Obj) -> list[FieldError]:
         if len(storage) != 1:
             errs.append(FieldError("FieldValueInvalid", "spec.versions", versions,
                                    "must have exactly one version marked as storage version"))
+    for i, ver in enumerate(versions if isinstance(versions, list) else ()):
+        schema = ((ver.get("schema") or {}) if isinstance(ver, dict) else {}).get(
+            "openAPIV3Schema")
+        if schema is not None:
+            errs.extend(validate_crd_schema(
+                schema, f"spec.versions[{i}].schema.openAPIV3Schema"))
     name = (obj.get("metadata") or {}).get("name")
     if isinstance(plural, str) and isinstance(group, str) and name != f"{plural}.{group}":
         errs.append(FieldError("FieldValueInvalid", "metadata.name", name,
@@ -319,12 +327,22 @@ _CREATE_VALIDATORS: dict[tuple[str, str], Callable[[Obj], list[FieldError]]] = {
 }
 
 
+def admit_custom(rt: ResourceType, obj: Obj) -> list[str]:
+    """Defaulting and pruning of a custom object by its CRD schema; returns pruned paths."""
+    if rt.schema is None or rt.schema.accepts_everything:
+        return []
+    rt.schema.default(obj)
+    return rt.schema.prune(obj)
+
+
 def validate_create(rt: ResourceType, obj: Obj) -> list[FieldError]:
     errs = v.validate_generic(obj, rt.namespaced) if (rt.group, rt.kind) not in (
         ("", "Pod"), ("", "Node"), ("", "Namespace")) else []
     extra = _CREATE_VALIDATORS.get((rt.group, rt.kind))
     if extra is not None:
         errs.extend(extra(obj))
+    if rt.custom and rt.schema is not None:
+        errs.extend(rt.schema.validate(obj))
     return errs
 
 

@@ -3,6 +3,7 @@ PodDisruptionBudgets and eviction, CustomResourceDefinitions, namespaces."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
@@ -269,3 +270,62 @@ def test_nodes_and_leases(core: client.CoreV1Api, api: client.ApiClient) -> None
     wait_for(lambda: all(le.metadata.resource_version != first[le.metadata.name] for le in
                          client.CoordinationV1Api(api).list_namespaced_lease(
                              "kube-node-lease").items), timeout=8, what="lease renewals")
+
+
+SCHEMA_CRD = {
+    "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+    "metadata": {"name": "knobs.example.com"},
+    "spec": {"group": "example.com", "scope": "Namespaced",
+             "names": {"plural": "knobs", "singular": "knob", "kind": "Knob"},
+             "versions": [{"name": "v1", "served": True, "storage": True,
+                           "schema": {"openAPIV3Schema": {
+                               "type": "object",
+                               "properties": {"spec": {
+                                   "type": "object", "required": ["url"],
+                                   "properties": {
+                                       "url": {"type": "string", "pattern": "^s3://"},
+                                       "mode": {"type": "string", "enum": ["replace", "extend"],
+                                                "default": "replace"},
+                                       "config": {"type": "object",
+                                                  "x-kubernetes-preserve-unknown-fields": True},
+                                   }}}}}}]},
+}
+
+
+def test_custom_resources_are_defaulted_pruned_and_validated(api: client.ApiClient,
+                                                             http: Http) -> None:
+    ext = client.ApiextensionsV1Api(api)
+    ext.create_custom_resource_definition(SCHEMA_CRD)
+    base = "/apis/example.com/v1/namespaces/default/knobs"
+    try:
+        status, doc = http("POST", base, {"apiVersion": "example.com/v1", "kind": "Knob",
+                                          "metadata": {"name": "k1"},
+                                          "spec": {"url": "s3://b/k", "extra": 1,
+                                                   "config": {"free": {"form": True}}}})
+        assert status == 201, doc
+        assert doc["spec"] == {"url": "s3://b/k", "mode": "replace",
+                               "config": {"free": {"form": True}}}
+        status, doc = http("POST", base, {"apiVersion": "example.com/v1", "kind": "Knob",
+                                          "metadata": {"name": "k2"},
+                                          "spec": {"url": "http://x", "mode": "fast"}})
+        assert status == 422, doc
+        messages = {c["field"]: c["message"] for c in doc["details"]["causes"]}
+        assert "should match '^s3://'" in messages["spec.url"]
+        assert 'supported values: "replace", "extend"' in messages["spec.mode"]
+        status, doc = http("POST", base + "?fieldValidation=Strict",
+                           {"apiVersion": "example.com/v1", "kind": "Knob",
+                            "metadata": {"name": "k3"}, "spec": {"url": "s3://a", "typo": 1}})
+        assert status == 400 and 'unknown field "spec.typo"' in doc["message"], doc
+    finally:
+        ext.delete_custom_resource_definition("knobs.example.com")
+
+
+def test_crd_with_a_non_structural_schema_is_rejected(http: Http) -> None:
+    bad = json.loads(json.dumps(SCHEMA_CRD))
+    bad["metadata"]["name"] = "bads.example.com"
+    bad["spec"]["names"] = {"plural": "bads", "singular": "bad", "kind": "Bad"}
+    del bad["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]["type"]
+    status, doc = http("POST", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", bad)
+    assert status == 422, doc
+    assert any("spec.versions[0].schema.openAPIV3Schema" in c["field"]
+               for c in doc["details"]["causes"])
