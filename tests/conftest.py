@@ -117,3 +117,56 @@ def wait_for(predicate: Callable[[], Any], timeout: float = 10.0, interval: floa
             return last
         time.sleep(interval)
     raise AssertionError(f"timed out after {timeout}s waiting for {what} (last: {last!r})")
+
+
+class SchedulerThread:
+    """A pyscheduler instance on its own event loop thread, against an embedded cluster."""
+
+    def __init__(self, kubeconfig: Path, **config: Any) -> None:
+        import asyncio
+        import threading
+
+        from pyscheduler.config import parse_config
+
+        self.config = parse_config({"metricsAddress": "127.0.0.1:0", **config}, "test")
+        self.kubeconfig = kubeconfig
+        self.loop = asyncio.new_event_loop()
+        self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
+        self.app: Any = None
+        self.client: Any = None
+
+    def start(self) -> SchedulerThread:
+        import asyncio
+
+        from pyscheduler.kube.client import KubeClient
+        from pyscheduler.runner import SchedulerApp
+
+        self.thread.start()
+
+        async def start() -> None:
+            self.client = await KubeClient.from_kubeconfig(str(self.kubeconfig))
+            self.app = SchedulerApp(self.config, self.client)
+            await self.app.start()
+
+        asyncio.run_coroutine_threadsafe(start(), self.loop).result(30)
+        return self
+
+    def call(self, fn: Callable[[], Any]) -> Any:
+        import asyncio
+
+        async def run() -> Any:
+            return fn()
+        return asyncio.run_coroutine_threadsafe(run(), self.loop).result(30)
+
+    def stop(self, release: bool = True) -> None:
+        import asyncio
+
+        async def stop() -> None:
+            await self.app.stop(release=release)
+            await self.client.close()
+
+        try:
+            asyncio.run_coroutine_threadsafe(stop(), self.loop).result(30)
+        finally:
+            self.loop.call_soon_threadsafe(self.loop.stop)
+            self.thread.join(10)

@@ -23,6 +23,7 @@ nodes from a rotating start index are scored (K at least 100 nodes, adaptive whe
 from __future__ import annotations
 
 import collections
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
@@ -129,6 +130,10 @@ class ScheduleResult:
     total: IntArray | None = None
     per_plugin: dict[str, IntArray] | None = None
     feasible_count: int = 0
+    filter_seconds: float = 0.0
+    score_seconds: float = 0.0
+    # (extension point, plugin) -> seconds, when the attempt was sampled for plugin metrics
+    plugin_seconds: dict[tuple[str, str], float] | None = None
 
 
 def nodes_to_score(n: int, percentage: int) -> int:
@@ -147,8 +152,8 @@ class Pipeline:
         self.rng = np.random.default_rng(seed)
         self._next_start = 0
 
-    def filter(self, ctx: CycleContext, override: StageOverride | None = None
-               ) -> FilterOutcome:
+    def filter(self, ctx: CycleContext, override: StageOverride | None = None,
+               timings: dict[tuple[str, str], float] | None = None) -> FilterOutcome:
         valid = ctx.nodes().copy()
         feasible = valid.copy()
         outcome = FilterOutcome(feasible, valid)
@@ -158,14 +163,20 @@ class Pipeline:
         if override is not None and override.filter is not None:
             stages.append((override.name, override.filter))
         for name, fn in stages:
-            result = fn(ctx)
+            if timings is not None:
+                t0 = time.perf_counter()
+                result = fn(ctx)
+                timings[("Filter", name)] = time.perf_counter() - t0
+            else:
+                result = fn(ctx)
             outcome.results.append((name, result))
             if result.passed is not None:
                 feasible &= result.passed[: len(feasible)]
         return outcome
 
     def score(self, ctx: CycleContext, feasible: BoolArray,
-              override: StageOverride | None = None, *, keep_per_plugin: bool = False
+              override: StageOverride | None = None, *, keep_per_plugin: bool = False,
+              timings: dict[tuple[str, str], float] | None = None,
               ) -> tuple[IntArray, dict[str, IntArray]]:
         total = np.zeros(len(feasible), np.int64)
         per_plugin: dict[str, IntArray] = {}
@@ -175,7 +186,12 @@ class Pipeline:
         if override is not None and override.score is not None:
             stages.append((override.name, override.score, override.score_weight))
         for name, fn, weight in stages:
-            scores = fn(ctx, feasible)[: len(feasible)]
+            if timings is not None:
+                t0 = time.perf_counter()
+                scores = fn(ctx, feasible)[: len(feasible)]
+                timings[("Score", name)] = time.perf_counter() - t0
+            else:
+                scores = fn(ctx, feasible)[: len(feasible)]
             total += scores * weight
             if keep_per_plugin:
                 per_plugin[name] = scores
@@ -196,22 +212,31 @@ class Pipeline:
         return limited
 
     def schedule(self, ctx: CycleContext, override: StageOverride | None = None, *,
-                 explain: bool = False) -> ScheduleResult:
-        filtered = self.filter(ctx, override)
+                 explain: bool = False, sample: bool = False) -> ScheduleResult:
+        """One attempt. ``sample`` also times every plugin (for plugin metrics)."""
+        timings: dict[tuple[str, str], float] | None = {} if sample else None
+        t0 = time.perf_counter()
+        filtered = self.filter(ctx, override, timings)
         feasible = self._limit(filtered.feasible)
+        t1 = time.perf_counter()
         count = int(feasible.sum())
         if count == 0:
-            return ScheduleResult(None, -1, filtered)
+            return ScheduleResult(None, -1, filtered, filter_seconds=t1 - t0,
+                                  plugin_seconds=timings)
         if count == 1 and not explain:
             slot = int(np.flatnonzero(feasible)[0])
-            return ScheduleResult(ctx.table.names[slot], slot, filtered, feasible_count=1)
-        total, per_plugin = self.score(ctx, feasible, override, keep_per_plugin=explain)
+            return ScheduleResult(ctx.table.names[slot], slot, filtered, feasible_count=1,
+                                  filter_seconds=t1 - t0, plugin_seconds=timings)
+        total, per_plugin = self.score(ctx, feasible, override, keep_per_plugin=explain,
+                                       timings=timings)
         masked = np.where(feasible, total, np.iinfo(np.int64).min)
         best = masked.max()
         ties = np.flatnonzero(masked == best)
         slot = int(ties[0] if len(ties) == 1 else ties[self.rng.integers(len(ties))])
         return ScheduleResult(ctx.table.names[slot], slot, filtered, total,
-                              per_plugin if explain else None, count)
+                              per_plugin if explain else None, count,
+                              filter_seconds=t1 - t0, score_seconds=time.perf_counter() - t1,
+                              plugin_seconds=timings)
 
 
 def explain(result: ScheduleResult, table_names: Sequence[str], top: int = 3) -> dict[str, object]:

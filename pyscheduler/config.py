@@ -1,0 +1,766 @@
+"""The scheduler's configuration: one validated, immutable value built once at start-up.
+
+Design
+------
+* **One value, validated up front.** :func:`parse_config` turns a decoded YAML/JSON document into
+  a :class:`SchedulerConfig` made of frozen, slotted dataclasses, or raises :class:`ConfigError`.
+  Nothing downstream re-checks a setting, and nothing changes it while the scheduler runs (fail
+  fast at start-up, never mid-cycle).
+* **Errors name the field.** Every problem is reported with the field's YAML path, the rule it
+  broke and the value that was given, e.g.
+  ``scheduler.yaml: plugins.score.NodeAffinity.weight: must be an integer between 0 and 100,
+  got "x"``. All problems in a document are collected and reported together, one per line, so a
+  user fixes a file in one pass. Unknown fields are errors too (a typo must not silently fall
+  back to a default), with the closest known name suggested.
+* **Names.** The document uses camelCase like every Kubernetes configuration file; attributes are
+  snake_case. :func:`dump_config` writes the camelCase form back, which is how ready-made
+  configuration files (ConfigMaps, examples) are made, and
+  ``parse_config(dump_config(c, include_identity=True))`` gives back ``c``.
+* **The leader-election identity is per process.** It defaults to ``<hostname>_<uuid>``, computed
+  when the configuration is loaded. :func:`dump_config` leaves it out unless asked, because a file
+  shared by several replicas must not pin one identity: two schedulers with the same identity
+  would both believe they hold the lease.
+* **Defaults** follow kube-scheduler's default profile where one exists: the filter plugins of the
+  default profile that this scheduler implements, the default score weights, the
+  ``NodeResourcesFit`` scoring strategy (LeastAllocated, cpu 1 / memory 1), the queue back-off of
+  1 s to 10 s, the 5 minute ``podMaxInUnschedulablePodsDuration`` and client-go's leader-election
+  timings (15 s / 10 s / 2 s). ``percentageOfNodesToScore`` departs on purpose: kube defaults to
+  its adaptive sampling (0); we default to 100 because our pipeline scores every node in one
+  vectorized pass, so sampling buys little and costs placement quality.
+
+Plugin lists replace, they do not merge: a ``plugins.filter`` list is the complete set of enabled
+filter plugins, and a ``plugins.score`` map the complete set of score plugins with their weights.
+A score weight is either an integer or a mapping ``{weight: N}`` (the form :func:`dump_config`
+writes, which leaves room for per-plugin arguments later).
+"""
+
+from __future__ import annotations
+
+import difflib
+import ipaddress
+import json
+import math
+import re
+import socket
+import uuid
+from collections.abc import Hashable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Final, TypeGuard
+
+import yaml
+from yaml.constructor import ConstructorError
+
+__all__ = [
+    "ASSUMED_POD_TTL_SECONDS",
+    "BIND_CONCURRENCY",
+    "BIND_TIMEOUT_SECONDS",
+    "DEFAULT_FILTER_PLUGINS",
+    "DEFAULT_METRICS_ADDRESS",
+    "DEFAULT_SCHEDULER_NAME",
+    "DEFAULT_SCORE_WEIGHTS",
+    "FILTER_PLUGINS",
+    "LOG_LEVELS",
+    "ConfigError",
+    "FieldError",
+    "LeaderElectionConfig",
+    "PluginsConfig",
+    "ResourceWeight",
+    "SCORE_PLUGINS",
+    "SCORING_STRATEGY_TYPES",
+    "SchedulerConfig",
+    "ScorePlugin",
+    "ScoringStrategy",
+    "default_identity",
+    "dump_config",
+    "load_config",
+    "parse_config",
+    "parse_host_port",
+]
+
+DEFAULT_SCHEDULER_NAME: Final = "pyscheduler"
+DEFAULT_METRICS_ADDRESS: Final = "127.0.0.1:10259"
+DEFAULT_LEASE_NAMESPACE: Final = "kube-system"
+BIND_CONCURRENCY: Final = 16
+BIND_TIMEOUT_SECONDS: Final = 10.0
+ASSUMED_POD_TTL_SECONDS: Final = 30.0
+
+#: Filter plugins this scheduler implements, in the order kube-scheduler's default profile runs them.
+FILTER_PLUGINS: Final[tuple[str, ...]] = (
+    "NodeUnschedulable",
+    "NodeName",
+    "TaintToleration",
+    "NodeAffinity",
+    "NodePorts",
+    "NodeResourcesFit",
+    "PodTopologySpread",
+    "InterPodAffinity",
+)
+DEFAULT_FILTER_PLUGINS: Final = FILTER_PLUGINS
+
+#: Score plugins and their weights in kube-scheduler's default profile (pkg/scheduler/apis/config/v1
+#: default_plugins.go).
+DEFAULT_SCORE_WEIGHTS: Final[Mapping[str, int]] = {
+    "TaintToleration": 3,
+    "NodeAffinity": 2,
+    "NodeResourcesFit": 1,
+    "PodTopologySpread": 2,
+    "InterPodAffinity": 2,
+    "NodeResourcesBalancedAllocation": 1,
+}
+SCORE_PLUGINS: Final[tuple[str, ...]] = tuple(DEFAULT_SCORE_WEIGHTS)
+
+#: ``LeastAllocated`` and ``MostAllocated`` are kube's NodeResourcesFit strategies;
+#: ``MostFreeMemory`` is the burst design's rule (among fitting nodes, the most free memory wins).
+SCORING_STRATEGY_TYPES: Final[tuple[str, ...]] = ("LeastAllocated", "MostAllocated", "MostFreeMemory")
+LOG_LEVELS: Final[tuple[str, ...]] = ("debug", "info", "warning", "error")
+
+MAX_SCORE_WEIGHT: Final = 100
+MAX_RESOURCE_WEIGHT: Final = 100
+MAX_BIND_CONCURRENCY: Final = 1024
+
+# client-go's leaderelection.JitterFactor: a retry may come up to 1.2 retry periods after the last.
+LEADER_ELECTION_JITTER: Final = 1.2
+
+# kube-scheduler's numFeasibleNodesToFind constants (pkg/scheduler/schedule_one.go).
+_MIN_FEASIBLE_NODES_TO_FIND: Final = 100
+_MIN_FEASIBLE_NODES_PERCENTAGE_TO_FIND: Final = 5
+_BASE_PERCENTAGE_OF_NODES_TO_SCORE: Final = 50
+
+_DNS1123_LABEL = r"[a-z0-9]([-a-z0-9]*[a-z0-9])?"
+_DNS1123_SUBDOMAIN_RE: Final = re.compile(rf"{_DNS1123_LABEL}(\.{_DNS1123_LABEL})*")
+_DNS1123_LABEL_RE: Final = re.compile(_DNS1123_LABEL)
+_HOSTNAME_RE: Final = re.compile(
+    r"[A-Za-z0-9]([-A-Za-z0-9]*[A-Za-z0-9])?(\.[A-Za-z0-9]([-A-Za-z0-9]*[A-Za-z0-9])?)*\.?")
+# A Kubernetes resource name: an optional DNS-subdomain prefix and a qualified name.
+_RESOURCE_NAME_RE: Final = re.compile(
+    rf"({_DNS1123_LABEL}(\.{_DNS1123_LABEL})*/)?[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?")
+
+
+def default_identity() -> str:
+    """A leader-election identity unique to this process: ``<hostname>_<uuid>``, as kube does."""
+    return f"{socket.gethostname()}_{uuid.uuid4()}"
+
+
+# --------------------------------------------------------------------------------------------
+# The configuration values
+
+
+@dataclass(frozen=True, slots=True)
+class ScorePlugin:
+    """An enabled score plugin and its weight in the weighted sum of normalized scores.
+
+    A weight of 0 keeps the plugin listed but makes its score count for nothing.
+    """
+
+    name: str
+    weight: int
+
+
+@dataclass(frozen=True, slots=True)
+class PluginsConfig:
+    """Which built-in plugins run: filters in order, score plugins with their weights."""
+
+    filter: tuple[str, ...] = DEFAULT_FILTER_PLUGINS
+    score: tuple[ScorePlugin, ...] = tuple(
+        ScorePlugin(name, weight) for name, weight in DEFAULT_SCORE_WEIGHTS.items())
+
+    @property
+    def score_weights(self) -> dict[str, int]:
+        """The score plugins as a ``name -> weight`` dict (a fresh copy)."""
+        return {plugin.name: plugin.weight for plugin in self.score}
+
+
+@dataclass(frozen=True, slots=True)
+class ResourceWeight:
+    """A resource that the scoring strategy looks at, and its weight (1–100)."""
+
+    name: str
+    weight: int
+
+
+@dataclass(frozen=True, slots=True)
+class ScoringStrategy:
+    """How NodeResourcesFit scores a node (kube's ``scoringStrategy``)."""
+
+    type: str = "LeastAllocated"
+    resources: tuple[ResourceWeight, ...] = (ResourceWeight("cpu", 1), ResourceWeight("memory", 1))
+
+
+@dataclass(frozen=True, slots=True)
+class LeaderElectionConfig:
+    """Lease-based leader election, with client-go's default timings.
+
+    ``identity`` defaults to a value unique to this process, computed when the value is built.
+    """
+
+    enabled: bool = True
+    lease_name: str = DEFAULT_SCHEDULER_NAME
+    lease_namespace: str = DEFAULT_LEASE_NAMESPACE
+    lease_duration_seconds: float = 15.0
+    renew_deadline_seconds: float = 10.0
+    retry_period_seconds: float = 2.0
+    identity: str = field(default_factory=default_identity)
+
+
+@dataclass(frozen=True, slots=True)
+class SchedulerConfig:
+    """The whole scheduler configuration. Build it with :func:`load_config` or :func:`parse_config`."""
+
+    scheduler_name: str = DEFAULT_SCHEDULER_NAME
+    plugins: PluginsConfig = field(default_factory=PluginsConfig)
+    scoring_strategy: ScoringStrategy = field(default_factory=ScoringStrategy)
+    #: 100 scores every feasible node; 0 selects kube's adaptive percentage.
+    percentage_of_nodes_to_score: int = 100
+    leader_election: LeaderElectionConfig = field(default_factory=LeaderElectionConfig)
+    metrics_address: str = DEFAULT_METRICS_ADDRESS
+    bind_concurrency: int = BIND_CONCURRENCY
+    bind_timeout_seconds: float = BIND_TIMEOUT_SECONDS
+    pod_initial_backoff_seconds: float = 1.0
+    pod_max_backoff_seconds: float = 10.0
+    pod_max_in_unschedulable_pods_seconds: float = 300.0
+    assumed_pod_ttl_seconds: float = ASSUMED_POD_TTL_SECONDS
+    log_level: str = "info"
+    #: Seeds the random tie-break between equally scored nodes; None draws a fresh seed.
+    seed: int | None = None
+
+    @property
+    def metrics_host(self) -> str:
+        """Host part of ``metrics_address`` (IPv6 without brackets; "" means every interface)."""
+        return parse_host_port(self.metrics_address)[0]
+
+    @property
+    def metrics_port(self) -> int:
+        """Port part of ``metrics_address`` (0 means any free port)."""
+        return parse_host_port(self.metrics_address)[1]
+
+    def num_feasible_nodes_to_find(self, num_all_nodes: int) -> int:
+        """How many feasible nodes to look for among ``num_all_nodes`` before scoring.
+
+        The same rule as kube-scheduler's ``numFeasibleNodesToFind``: every node below 100 nodes or
+        at 100 %; otherwise the configured percentage, or the adaptive one (50 % minus 1 % per 125
+        nodes, at least 5 %) when it is 0; never fewer than 100 nodes.
+        """
+        if num_all_nodes < _MIN_FEASIBLE_NODES_TO_FIND or self.percentage_of_nodes_to_score >= 100:
+            return num_all_nodes
+        percentage = self.percentage_of_nodes_to_score
+        if percentage <= 0:
+            percentage = max(_BASE_PERCENTAGE_OF_NODES_TO_SCORE - num_all_nodes // 125,
+                             _MIN_FEASIBLE_NODES_PERCENTAGE_TO_FIND)
+        return max(num_all_nodes * percentage // 100, _MIN_FEASIBLE_NODES_TO_FIND)
+
+
+# --------------------------------------------------------------------------------------------
+# Errors
+
+
+@dataclass(frozen=True, slots=True)
+class FieldError:
+    """One problem: the YAML path of the field (empty for the document itself) and what is wrong."""
+
+    path: str
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.path}: {self.message}" if self.path else self.message
+
+
+class ConfigError(ValueError):
+    """The configuration is unreadable or invalid; the message names every offending field.
+
+    ``source`` names the document (usually its file path); ``errors`` lists each problem.
+    """
+
+    def __init__(self, source: str, errors: Sequence[FieldError]) -> None:
+        self.source = source
+        self.errors: tuple[FieldError, ...] = tuple(errors)
+        super().__init__("\n".join(f"{source}: {error}" for error in self.errors))
+
+
+# --------------------------------------------------------------------------------------------
+# Loading and parsing
+
+
+class _StrictSafeLoader(yaml.SafeLoader):
+    """PyYAML's safe loader, but a key given twice in one mapping is an error.
+
+    Plain ``safe_load`` keeps the last of two equal keys and silently drops the first setting.
+    """
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Hashable, Any]:
+        seen: set[object] = set()
+        for key_node, _ in node.value:
+            if not isinstance(key_node, yaml.ScalarNode) or key_node.tag == "tag:yaml.org,2002:merge":
+                continue
+            key = self.construct_object(key_node, deep=deep)
+            if key in seen:
+                raise ConstructorError(None, None, f"duplicate key {key!r}", key_node.start_mark)
+            seen.add(key)
+        return super().construct_mapping(node, deep=deep)
+
+
+def load_config(path: str | None) -> SchedulerConfig:
+    """Read and validate the YAML file at ``path``; ``None`` gives the defaults.
+
+    Raises :class:`ConfigError` when the file cannot be read, is not YAML, or is invalid.
+    """
+    if path is None:
+        return parse_config(None, "<defaults>")
+    try:
+        with open(path, encoding="utf-8") as stream:
+            text = stream.read()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(path, [FieldError("", f"cannot read the file: {exc}")]) from exc
+    try:
+        data = yaml.load(text, Loader=_StrictSafeLoader)  # noqa: S506 - a SafeLoader subclass
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
+        what = exc.problem or "unreadable"
+        if exc.context:
+            what += f" ({exc.context})"
+        raise ConfigError(path, [FieldError("", f"invalid YAML{where}: {what}")]) from exc
+    except yaml.YAMLError as exc:
+        raise ConfigError(path, [FieldError("", f"invalid YAML: {exc}")]) from exc
+    return parse_config(data, path)
+
+
+def parse_config(data: object, source: str) -> SchedulerConfig:
+    """Validate a decoded document (``None`` or a mapping) and build the configuration.
+
+    ``source`` names the document in error messages. Raises :class:`ConfigError` listing every
+    problem found.
+    """
+    parser = _Parser()
+    config = parser.config(data)
+    if parser.errors:
+        raise ConfigError(source, parser.errors)
+    return config
+
+
+def parse_host_port(address: str) -> tuple[str, int]:
+    """Split ``host:port`` (``[v6]:port`` for IPv6) and check both parts; raise ValueError if bad.
+
+    The host may be an IP address, a DNS host name, or empty (every interface); the port is
+    0–65535, 0 meaning any free port. The error message ends with ``got "<address>"``.
+    """
+    problem = _host_port_problem(address)
+    if problem:
+        raise ValueError(f"{problem}, got {_render(address)}")
+    host, _, port = address.rpartition(":")
+    return host.removeprefix("[").removesuffix("]"), int(port)
+
+
+def _host_port_problem(address: str) -> str | None:
+    if address.startswith("["):
+        close = address.find("]")
+        if close < 0 or address[close + 1:close + 2] != ":":
+            return "must be host:port, with an IPv6 host in brackets ([::1]:10259)"
+        host, port = address[1:close], address[close + 2:]
+        try:
+            ipaddress.IPv6Address(host)
+        except ValueError:
+            return "the host in brackets must be an IPv6 address"
+    else:
+        host, sep, port = address.rpartition(":")
+        if not sep:
+            return "must be host:port (e.g. 127.0.0.1:10259)"
+        if ":" in host:
+            return "an IPv6 host must be in brackets ([::1]:10259)"
+        if host and not _is_ip(host) and not (
+                len(host) <= 253 and _HOSTNAME_RE.fullmatch(host)
+                and all(len(label) <= 63 for label in host.rstrip(".").split("."))):
+            return "the host must be an IP address or a host name"
+    if not port.isascii() or not port.isdigit() or int(port) > 65535:
+        return "the port must be a number between 0 and 65535"
+    return None
+
+
+def _is_ip(text: str) -> bool:
+    try:
+        ipaddress.ip_address(text)
+    except ValueError:
+        return False
+    return True
+
+
+def _render(value: object) -> str:
+    """The value as a user wrote it in YAML/JSON, for "got ..." in messages."""
+    if isinstance(value, Mapping):
+        return "a mapping"
+    if isinstance(value, (list, tuple)):
+        return "a list"
+    try:
+        text = json.dumps(value)
+    except (TypeError, ValueError):
+        text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+def _join(path: str, key: object) -> str:
+    return f"{path}.{key}" if path else str(key)
+
+
+def _is_int(value: object) -> TypeGuard[int]:
+    """True for integers proper: YAML's true/false are bools, which Python counts as ints."""
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _suggest(word: str, choices: Sequence[str]) -> str:
+    """`` (did you mean "X"?)`` for the closest of ``choices`` to ``word``, or "" if none is close."""
+    close = difflib.get_close_matches(word, list(choices), n=1, cutoff=0.6)
+    if not close:
+        lowered = {choice.lower(): choice for choice in choices}
+        close = [lowered[word.lower()]] if word.lower() in lowered else []
+    return f' (did you mean "{close[0]}"?)' if close else ""
+
+
+_TOP_LEVEL_FIELDS: Final = (
+    "schedulerName", "plugins", "scoringStrategy", "percentageOfNodesToScore", "leaderElection",
+    "metricsAddress", "bindConcurrency", "bindTimeoutSeconds", "podInitialBackoffSeconds",
+    "podMaxBackoffSeconds", "podMaxInUnschedulablePodsSeconds", "assumedPodTTLSeconds",
+    "logLevel", "seed",
+)
+_PLUGINS_FIELDS: Final = ("filter", "score")
+_SCORE_PLUGIN_FIELDS: Final = ("weight",)
+_SCORING_STRATEGY_FIELDS: Final = ("type", "resources")
+_RESOURCE_FIELDS: Final = ("name", "weight")
+_LEADER_ELECTION_FIELDS: Final = (
+    "enabled", "leaseName", "leaseNamespace", "leaseDurationSeconds", "renewDeadlineSeconds",
+    "retryPeriodSeconds", "identity",
+)
+
+_MISSING: Final = object()
+
+
+class _Parser:
+    """Walks one document, collecting every problem instead of stopping at the first.
+
+    Each reader returns the parsed value, or the default when the field is absent or invalid (an
+    error is recorded then), so later checks still run on a well-typed value. Rules that relate
+    two fields run only when both fields were valid, so one mistake gives one message.
+    """
+
+    def __init__(self) -> None:
+        self.errors: list[FieldError] = []
+
+    def fail(self, path: str, message: str) -> None:
+        self.errors.append(FieldError(path, message))
+
+    def mapping(self, value: object, path: str, known: Sequence[str]) -> Mapping[str, object]:
+        if not isinstance(value, Mapping):
+            self.fail(path, f"must be a mapping, got {_render(value)}")
+            return {}
+        result: dict[str, object] = {}
+        for key, item in value.items():
+            if not isinstance(key, str):
+                self.fail(_join(path, key), f"field names must be strings, got {_render(key)}")
+            elif key not in known:
+                hint = _suggest(key, known) or f"; known fields: {', '.join(known)}"
+                self.fail(_join(path, key), "unknown field" + hint)
+            else:
+                result[key] = item
+        return result
+
+    # ---- scalar readers -------------------------------------------------------------------
+
+    def integer(self, section: Mapping[str, object], key: str, path: str, default: int,
+                low: int, high: int) -> int:
+        value = section.get(key, _MISSING)
+        if value is _MISSING:
+            return default
+        if _is_int(value) and low <= value <= high:
+            return value
+        self.fail(_join(path, key), f"must be an integer between {low} and {high}, "
+                                    f"got {_render(value)}")
+        return default
+
+    def seconds(self, section: Mapping[str, object], key: str, path: str,
+                default: float) -> tuple[float, bool]:
+        """A positive number of seconds, and whether the value given (or the default) is valid."""
+        value = section.get(key, _MISSING)
+        if value is _MISSING:
+            return default, True
+        if (not isinstance(value, (int, float)) or isinstance(value, bool)
+                or not math.isfinite(value) or value <= 0):
+            self.fail(_join(path, key), f"must be a number of seconds greater than 0, "
+                                        f"got {_render(value)}")
+            return default, False
+        return float(value), True
+
+    def boolean(self, section: Mapping[str, object], key: str, path: str, default: bool) -> bool:
+        value = section.get(key, _MISSING)
+        if value is _MISSING:
+            return default
+        if not isinstance(value, bool):
+            self.fail(_join(path, key), f"must be true or false, got {_render(value)}")
+            return default
+        return value
+
+    def choice(self, section: Mapping[str, object], key: str, path: str, default: str,
+               choices: Sequence[str]) -> str:
+        value = section.get(key, _MISSING)
+        if value is _MISSING:
+            return default
+        if not isinstance(value, str) or value not in choices:
+            hint = _suggest(value, choices) if isinstance(value, str) else ""
+            self.fail(_join(path, key), f"must be one of {', '.join(choices)}, "
+                                        f"got {_render(value)}{hint}")
+            return default
+        return value
+
+    def dns_name(self, section: Mapping[str, object], key: str, path: str, default: str,
+                 *, label: bool = False) -> str:
+        value = section.get(key, _MISSING)
+        if value is _MISSING:
+            return default
+        pattern, limit = (_DNS1123_LABEL_RE, 63) if label else (_DNS1123_SUBDOMAIN_RE, 253)
+        if not isinstance(value, str) or len(value) > limit or not pattern.fullmatch(value):
+            what = ("an RFC 1123 label (lowercase letters, digits and '-', starting and ending "
+                    f"with a letter or digit, at most {limit} characters)") if label else (
+                    "an RFC 1123 subdomain (lowercase letters, digits, '-' and '.', starting and "
+                    f"ending with a letter or digit, at most {limit} characters)")
+            self.fail(_join(path, key), f"must be {what}, got {_render(value)}")
+            return default
+        return value
+
+    # ---- sections -------------------------------------------------------------------------
+
+    def config(self, data: object) -> SchedulerConfig:
+        top = {} if data is None else self.mapping(data, "", _TOP_LEVEL_FIELDS)
+        name = self.dns_name(top, "schedulerName", "", DEFAULT_SCHEDULER_NAME)
+        plugins = self.plugins(top.get("plugins", _MISSING))
+        strategy = self.scoring_strategy(top.get("scoringStrategy", _MISSING))
+        percentage = self.integer(top, "percentageOfNodesToScore", "", 100, 0, 100)
+        election = self.leader_election(top.get("leaderElection", _MISSING), name)
+
+        address = DEFAULT_METRICS_ADDRESS
+        given = top.get("metricsAddress", _MISSING)
+        if given is not _MISSING and not isinstance(given, str):
+            self.fail("metricsAddress", f"must be a host:port string, got {_render(given)}")
+        elif isinstance(given, str):
+            try:
+                parse_host_port(given)
+            except ValueError as exc:
+                self.fail("metricsAddress", str(exc))
+            else:
+                address = given
+
+        concurrency = self.integer(top, "bindConcurrency", "", BIND_CONCURRENCY, 1,
+                                   MAX_BIND_CONCURRENCY)
+        bind_timeout, _ = self.seconds(top, "bindTimeoutSeconds", "", BIND_TIMEOUT_SECONDS)
+        initial, initial_ok = self.seconds(top, "podInitialBackoffSeconds", "", 1.0)
+        maximum, maximum_ok = self.seconds(top, "podMaxBackoffSeconds", "", 10.0)
+        # kube-scheduler's ValidateKubeSchedulerConfiguration: the back-off may only grow.
+        if initial_ok and maximum_ok and maximum < initial:
+            self.fail("podMaxBackoffSeconds",
+                      f"must be greater than or equal to podInitialBackoffSeconds ({initial:g}), "
+                      f"got {maximum:g}")
+        unschedulable, _ = self.seconds(top, "podMaxInUnschedulablePodsSeconds", "", 300.0)
+        ttl, _ = self.seconds(top, "assumedPodTTLSeconds", "", ASSUMED_POD_TTL_SECONDS)
+        level = self.choice(top, "logLevel", "", "info", LOG_LEVELS)
+
+        seed: int | None = None
+        given = top.get("seed")
+        if _is_int(given) and given >= 0:
+            seed = given
+        elif given is not None:
+            self.fail("seed", f"must be a non-negative integer or null, got {_render(given)}")
+
+        return SchedulerConfig(
+            scheduler_name=name, plugins=plugins, scoring_strategy=strategy,
+            percentage_of_nodes_to_score=percentage, leader_election=election,
+            metrics_address=address, bind_concurrency=concurrency,
+            bind_timeout_seconds=bind_timeout, pod_initial_backoff_seconds=initial,
+            pod_max_backoff_seconds=maximum, pod_max_in_unschedulable_pods_seconds=unschedulable,
+            assumed_pod_ttl_seconds=ttl, log_level=level, seed=seed,
+        )
+
+    def plugins(self, value: object) -> PluginsConfig:
+        if value is _MISSING:
+            return PluginsConfig()
+        section = self.mapping(value, "plugins", _PLUGINS_FIELDS)
+        filters = DEFAULT_FILTER_PLUGINS
+        if "filter" in section:
+            filters = self.filter_plugins(section["filter"], "plugins.filter")
+        score = PluginsConfig().score
+        if "score" in section:
+            score = self.score_plugins(section["score"], "plugins.score")
+        return PluginsConfig(filter=filters, score=score)
+
+    def filter_plugins(self, value: object, path: str) -> tuple[str, ...]:
+        if not isinstance(value, list):
+            self.fail(path, f"must be a list of filter plugin names, got {_render(value)}")
+            return DEFAULT_FILTER_PLUGINS
+        names: list[str] = []
+        for index, item in enumerate(value):
+            where = f"{path}[{index}]"
+            if not isinstance(item, str) or item not in FILTER_PLUGINS:
+                self.fail(where, _unknown_plugin("filter", item, FILTER_PLUGINS))
+            elif item in names:
+                self.fail(where, f'"{item}" is listed twice')
+            else:
+                names.append(item)
+        return tuple(names)
+
+    def score_plugins(self, value: object, path: str) -> tuple[ScorePlugin, ...]:
+        if not isinstance(value, Mapping):
+            self.fail(path, f"must be a mapping of score plugin name to weight, "
+                            f"got {_render(value)}")
+            return PluginsConfig().score
+        plugins: list[ScorePlugin] = []
+        for name, spec in value.items():
+            where = _join(path, name)
+            if not isinstance(name, str) or name not in SCORE_PLUGINS:
+                self.fail(where, _unknown_plugin("score", name, SCORE_PLUGINS))
+                continue
+            weight_path, weight = where, spec
+            if isinstance(spec, Mapping):
+                fields = self.mapping(spec, where, _SCORE_PLUGIN_FIELDS)
+                weight_path = _join(where, "weight")
+                weight = fields.get("weight", _MISSING)
+                if weight is _MISSING:
+                    self.fail(weight_path, "is required")
+                    continue
+            if _is_int(weight) and 0 <= weight <= MAX_SCORE_WEIGHT:
+                plugins.append(ScorePlugin(name, weight))
+            else:
+                self.fail(weight_path, f"must be an integer between 0 and {MAX_SCORE_WEIGHT}, "
+                                       f"got {_render(weight)}")
+        return tuple(plugins)
+
+    def scoring_strategy(self, value: object) -> ScoringStrategy:
+        if value is _MISSING:
+            return ScoringStrategy()
+        path = "scoringStrategy"
+        section = self.mapping(value, path, _SCORING_STRATEGY_FIELDS)
+        kind = self.choice(section, "type", path, "LeastAllocated", SCORING_STRATEGY_TYPES)
+        resources = ScoringStrategy().resources
+        if "resources" in section:
+            resources = self.resources(section["resources"], _join(path, "resources"))
+        return ScoringStrategy(type=kind, resources=resources)
+
+    def resources(self, value: object, path: str) -> tuple[ResourceWeight, ...]:
+        if not isinstance(value, list) or not value:
+            self.fail(path, f"must be a non-empty list of {{name, weight}} entries, "
+                            f"got {_render(value)}")
+            return ScoringStrategy().resources
+        result: list[ResourceWeight] = []
+        seen: set[str] = set()
+        for index, item in enumerate(value):
+            where = f"{path}[{index}]"
+            entry = self.mapping(item, where, _RESOURCE_FIELDS)
+            if not isinstance(item, Mapping):
+                continue
+            name: str | None = None
+            given = entry.get("name", _MISSING)
+            if given is _MISSING:
+                self.fail(_join(where, "name"), "is required")
+            elif (not isinstance(given, str) or len(given) > 316
+                    or not _RESOURCE_NAME_RE.fullmatch(given)):
+                self.fail(_join(where, "name"), f"must be a resource name such as cpu, memory "
+                                                f"or nvidia.com/gpu, got {_render(given)}")
+            elif given in seen:
+                self.fail(_join(where, "name"), f'"{given}" is listed twice')
+            else:
+                name = given
+                seen.add(given)
+            weight = entry.get("weight", 1)
+            if not (_is_int(weight) and 1 <= weight <= MAX_RESOURCE_WEIGHT):
+                self.fail(_join(where, "weight"), f"must be an integer between 1 and "
+                                                  f"{MAX_RESOURCE_WEIGHT}, got {_render(weight)}")
+            elif name is not None:
+                result.append(ResourceWeight(name, weight))
+        return tuple(result)
+
+    def leader_election(self, value: object, scheduler_name: str) -> LeaderElectionConfig:
+        path = "leaderElection"
+        section = {} if value is _MISSING else self.mapping(value, path, _LEADER_ELECTION_FIELDS)
+        enabled = self.boolean(section, "enabled", path, True)
+        lease_name = self.dns_name(section, "leaseName", path, scheduler_name)
+        namespace = self.dns_name(section, "leaseNamespace", path, DEFAULT_LEASE_NAMESPACE,
+                                  label=True)
+        duration, duration_ok = self.seconds(section, "leaseDurationSeconds", path, 15.0)
+        deadline, deadline_ok = self.seconds(section, "renewDeadlineSeconds", path, 10.0)
+        retry, retry_ok = self.seconds(section, "retryPeriodSeconds", path, 2.0)
+        # client-go's NewLeaderElector rules: a leader must renew before its lease runs out, and
+        # the renew deadline must leave room for at least one retry including its jitter.
+        if duration_ok and deadline_ok and deadline >= duration:
+            self.fail(_join(path, "renewDeadlineSeconds"),
+                      f"must be less than leaseDurationSeconds ({duration:g}), got {deadline:g}")
+        if deadline_ok and retry_ok and deadline <= LEADER_ELECTION_JITTER * retry:
+            self.fail(_join(path, "retryPeriodSeconds"),
+                      f"must be less than renewDeadlineSeconds / {LEADER_ELECTION_JITTER:g} "
+                      f"({deadline / LEADER_ELECTION_JITTER:g}) so that a retry with jitter still "
+                      f"fits before the renew deadline, got {retry:g}")
+        given = section.get("identity", _MISSING)
+        identity = given if isinstance(given, str) and given.strip() else default_identity()
+        if given is not _MISSING and identity is not given:
+            self.fail(_join(path, "identity"), f"must be a non-empty string, "
+                                               f"got {_render(given)}")
+        return LeaderElectionConfig(
+            enabled=enabled, lease_name=lease_name, lease_namespace=namespace,
+            lease_duration_seconds=duration, renew_deadline_seconds=deadline,
+            retry_period_seconds=retry, identity=identity,
+        )
+
+
+def _unknown_plugin(kind: str, name: object, known: Sequence[str]) -> str:
+    hint = _suggest(name, known) if isinstance(name, str) else ""
+    other = "score" if kind == "filter" else "filter"
+    if name in (SCORE_PLUGINS if kind == "filter" else FILTER_PLUGINS):
+        hint = f" (it is a {other} plugin)"
+    return (f"unknown {kind} plugin {_render(name)}{hint}; known {kind} plugins: "
+            f"{', '.join(known)}")
+
+
+# --------------------------------------------------------------------------------------------
+# Writing
+
+
+def _number(value: float) -> int | float:
+    """Whole numbers of seconds are written as integers, for files people read."""
+    return int(value) if float(value).is_integer() else value
+
+
+def dump_config(config: SchedulerConfig, *, include_identity: bool = False) -> dict[str, Any]:
+    """The configuration as a camelCase document that :func:`parse_config` reads back.
+
+    Every field is written, defaults included, so a dumped file documents itself, except
+    ``leaderElection.identity`` unless ``include_identity`` (see the module docstring): without it
+    the document reads back equal but for a freshly computed identity. The result is plain dicts,
+    lists, strings and numbers, ready for ``yaml.safe_dump`` or ``json.dumps``.
+    """
+    election = config.leader_election
+    document: dict[str, Any] = {
+        "schedulerName": config.scheduler_name,
+        "plugins": {
+            "filter": list(config.plugins.filter),
+            "score": {plugin.name: {"weight": plugin.weight} for plugin in config.plugins.score},
+        },
+        "scoringStrategy": {
+            "type": config.scoring_strategy.type,
+            "resources": [{"name": resource.name, "weight": resource.weight}
+                          for resource in config.scoring_strategy.resources],
+        },
+        "percentageOfNodesToScore": config.percentage_of_nodes_to_score,
+        "leaderElection": {
+            "enabled": election.enabled,
+            "leaseName": election.lease_name,
+            "leaseNamespace": election.lease_namespace,
+            "leaseDurationSeconds": _number(election.lease_duration_seconds),
+            "renewDeadlineSeconds": _number(election.renew_deadline_seconds),
+            "retryPeriodSeconds": _number(election.retry_period_seconds),
+        },
+        "metricsAddress": config.metrics_address,
+        "bindConcurrency": config.bind_concurrency,
+        "bindTimeoutSeconds": _number(config.bind_timeout_seconds),
+        "podInitialBackoffSeconds": _number(config.pod_initial_backoff_seconds),
+        "podMaxBackoffSeconds": _number(config.pod_max_backoff_seconds),
+        "podMaxInUnschedulablePodsSeconds": _number(config.pod_max_in_unschedulable_pods_seconds),
+        "assumedPodTTLSeconds": _number(config.assumed_pod_ttl_seconds),
+        "logLevel": config.log_level,
+        "seed": config.seed,
+    }
+    if include_identity:
+        document["leaderElection"]["identity"] = election.identity
+    return document

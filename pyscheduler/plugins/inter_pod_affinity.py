@@ -1,0 +1,362 @@
+"""InterPodAffinity: place pods near, or away from, other pods (filter + score).
+
+Semantics are kube-scheduler's ``interpodaffinity`` plugin (``filtering.go``, ``scoring.go``),
+evaluated for every node at once with numpy. A *domain* is a (topology key, value) pair; a
+term "holds in a domain" when some existing pod matching it runs on a node of that domain.
+
+Filter — a node is charged to the first check it fails, in kube's order:
+
+1. The incoming pod's required affinity terms (``node(s) didn't match pod affinity rules``,
+   unresolvable). Only existing pods matching **all** the terms count (kube's
+   ``updateWithAffinityTerms``); a node passes when it has every term's topology key and, for
+   every term, such a pod runs in the node's domain of that key. First pod of a group: when no
+   such pod runs on any node carrying a term's key, and the incoming pod matches all its own
+   terms, every node with all the keys passes.
+2. The incoming pod's required anti-affinity terms (``node(s) didn't match pod anti-affinity
+   rules``): a node fails when, for some term, a pod matching that term runs in its domain.
+   Nodes without the term's key pass that term.
+3. Existing pods' required anti-affinity (symmetry; ``node(s) didn't satisfy existing pods
+   anti-affinity rules``): for every existing pod with a required anti-affinity term matching
+   the incoming pod, nodes in the same domain (by that term's key) as the existing pod fail.
+
+Score — kube's PreScore/Score/NormalizeScore: a weight accumulates per domain, then each node
+sums the weights of its domains (one per topology key it carries):
+
+* for each preferred affinity term of the incoming pod, ``+weight`` per matching existing pod,
+  in that pod's domain; preferred anti-affinity terms ``-weight``;
+* for each existing pod: ``+hardPodAffinityWeight`` (default 1) per required affinity term that
+  matches the incoming pod, ``+weight`` per preferred affinity term, ``-weight`` per preferred
+  anti-affinity term matching it (skipped entirely, like kube's
+  ``ignorePreferredTermsOfExistingPods``, when so configured and the incoming pod has no
+  preferred terms).
+
+Normalization is min-max over the scored nodes: ``int64(100 * (float64(s - min) /
+float64(max - min)))``, 0 everywhere when ``max == min``.
+
+Namespaces of a term: its ``namespaces`` list plus, with a ``namespaceSelector``, the namespaces
+the cycle's resolver (``ctx.namespaces``) returns for it; an empty selector (``{}``) means every
+namespace. Terms without either mean the owning pod's namespace (resolved at parse time).
+Inter-pod affinity counts terminating pods too (kube does not skip them here).
+
+Counting pods matching the incoming pod's terms uses the table's incremental match counters
+(``count_matching``), then one ``np.bincount`` per term over domain ids, so a hostname key with
+one domain per node costs the same as a zone key. Existing pods' terms come from
+:class:`ExistingTermIndex`: per distinct term, how many pods carrying it run on each row,
+refreshed only for rows whose ``row_generation`` moved since the last call; matching the
+incoming pod is then one selector test per distinct term, not per pod. This index would
+naturally live in the NodeTable (kube's ``PodsWithAffinity`` /
+``PodsWithRequiredAntiAffinity``); it is kept here until the table grows it.
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+import numpy as np
+import numpy.typing as npt
+
+from pyscheduler.api.labels import LabelSelector
+from pyscheduler.framework.interface import (
+    MAX_NODE_SCORE,
+    CycleContext,
+    FilterResult,
+    Reason,
+)
+from pyscheduler.framework.nodetable import BoolArray, IntArray, NodeTable
+from pyscheduler.framework.pod import AffinityTerm, PodInfo
+
+__all__ = [
+    "DEFAULT_HARD_POD_AFFINITY_WEIGHT",
+    "ERR_REASON_AFFINITY_RULES_NOT_MATCH",
+    "ERR_REASON_ANTI_AFFINITY_RULES_NOT_MATCH",
+    "ERR_REASON_EXISTING_ANTI_AFFINITY_RULES_NOT_MATCH",
+    "NAME",
+    "ExistingTermIndex",
+    "InterPodAffinity",
+]
+
+NAME = "InterPodAffinity"
+
+ERR_REASON_AFFINITY_RULES_NOT_MATCH = "node(s) didn't match pod affinity rules"
+ERR_REASON_ANTI_AFFINITY_RULES_NOT_MATCH = "node(s) didn't match pod anti-affinity rules"
+ERR_REASON_EXISTING_ANTI_AFFINITY_RULES_NOT_MATCH = \
+    "node(s) didn't satisfy existing pods anti-affinity rules"
+
+DEFAULT_HARD_POD_AFFINITY_WEIGHT = 1
+
+Namespaces = frozenset[str] | None  # None: every namespace
+DomainIds = npt.NDArray[np.int32]
+
+
+# -- terms and namespaces -----------------------------------------------------------------------
+
+def _term_namespaces(ctx: CycleContext, term: AffinityTerm) -> Namespaces:
+    """The namespaces a term selects pods from (kube merges the namespaceSelector's
+    namespaces into the list; an empty selector matches every namespace)."""
+    sel = term.namespace_selector
+    if sel is None or sel.matches_nothing:
+        return term.namespaces
+    if sel.empty:
+        return None
+    return term.namespaces | ctx.namespaces(sel)
+
+
+def _matches(term: AffinityTerm, namespaces: Namespaces, pod: PodInfo) -> bool:
+    """kube's ``AffinityTerm.Matches``."""
+    return (namespaces is None or pod.namespace in namespaces) \
+        and term.selector.matches(pod.labels)
+
+
+def _match_counts(table: NodeTable, selector: LabelSelector, selector_key: str,
+                  namespaces: Namespaces) -> IntArray:
+    """Per row, existing pods matching ``selector`` in ``namespaces``."""
+    if selector.matches_nothing or (namespaces is not None and not namespaces):
+        # A nil selector matches nothing; its canonical text ("") is the empty selector's,
+        # so it must never reach the table's counters.
+        return np.zeros(table.n, np.int64)
+    return table.count_matching(selector, selector_key, namespaces)
+
+
+def _domain_sums(ids: DomainIds, ndom: int, per_row: IntArray) -> IntArray:
+    """Sum ``per_row`` by domain id; length ``ndom + 1`` whose last entry (always 0) is what
+    rows without the label (id -1) look up."""
+    has = ids >= 0
+    sums = np.bincount(ids[has], weights=per_row[has], minlength=ndom + 1)
+    out: IntArray = sums.astype(np.int64)
+    return out
+
+
+# -- existing pods' terms -----------------------------------------------------------------------
+
+REQUIRED_ANTI_AFFINITY, REQUIRED_AFFINITY, PREFERRED_AFFINITY, PREFERRED_ANTI_AFFINITY = range(4)
+
+
+class ExistingTermIndex:
+    """Per distinct (anti-)affinity term of existing pods, how many pods carrying it run on each
+    row; kept current from the table's ``row_generation``.
+
+    ``groups[kind]`` maps an :class:`AffinityTerm` to an int64 array over the table's capacity.
+    Kinds: :data:`REQUIRED_ANTI_AFFINITY`, :data:`REQUIRED_AFFINITY`,
+    :data:`PREFERRED_AFFINITY`, :data:`PREFERRED_ANTI_AFFINITY`. A pod listing the same term
+    twice counts twice, as kube processes every term.
+    """
+
+    __slots__ = ("_table", "_seen", "_capacity", "_rows", "_totals", "groups")
+
+    def __init__(self) -> None:
+        self._table: NodeTable | None = None
+        self._seen = -1
+        self._capacity = 0
+        self._rows: dict[int, list[tuple[int, AffinityTerm]]] = {}
+        self._totals: dict[tuple[int, AffinityTerm], int] = {}
+        self.groups: tuple[dict[AffinityTerm, IntArray], ...] = ({}, {}, {}, {})
+
+    def sync(self, table: NodeTable) -> None:
+        if table is not self._table:
+            self._table, self._seen, self._capacity = table, -1, table.capacity
+            self._rows, self._totals = {}, {}
+            self.groups = ({}, {}, {}, {})
+        elif table.generation == self._seen:
+            return
+        if table.capacity != self._capacity:
+            for kind in self.groups:
+                for term, counts in kind.items():
+                    grown = np.zeros(table.capacity, np.int64)
+                    grown[: len(counts)] = counts
+                    kind[term] = grown
+            self._capacity = table.capacity
+        changed = np.flatnonzero(table.row_generation[: table.n] > self._seen)
+        for slot in changed.tolist():
+            self._rescan(table, slot)
+        self._seen = table.generation
+
+    def _rescan(self, table: NodeTable, slot: int) -> None:
+        for kind, term in self._rows.pop(slot, ()):
+            self.groups[kind][term][slot] -= 1
+            key = (kind, term)
+            left = self._totals[key] - 1
+            if left:
+                self._totals[key] = left
+            else:
+                del self._totals[key]
+                del self.groups[kind][term]
+        if not table.valid[slot]:
+            return
+        entries: list[tuple[int, AffinityTerm]] = []
+        for pod in table.pods[slot].values():
+            if not (pod.anti_affinity or pod.affinity or pod.preferred_affinity
+                    or pod.preferred_anti_affinity):
+                continue
+            entries.extend((REQUIRED_ANTI_AFFINITY, t) for t in pod.anti_affinity)
+            entries.extend((REQUIRED_AFFINITY, t) for t in pod.affinity)
+            entries.extend((PREFERRED_AFFINITY, t) for t in pod.preferred_affinity)
+            entries.extend((PREFERRED_ANTI_AFFINITY, t) for t in pod.preferred_anti_affinity)
+        if not entries:
+            return
+        for kind, term in entries:
+            counts = self.groups[kind].get(term)
+            if counts is None:
+                counts = self.groups[kind][term] = np.zeros(self._capacity, np.int64)
+            counts[slot] += 1
+            key = (kind, term)
+            self._totals[key] = self._totals.get(key, 0) + 1
+        self._rows[slot] = entries
+
+
+class InterPodAffinity:
+    """Filter and score plugin.
+
+    ``hard_pod_affinity_weight`` (0..100, kube's ``hardPodAffinityWeight``) is the score an
+    existing pod's *required* affinity term adds when the incoming pod matches it;
+    ``ignore_preferred_terms_of_existing_pods`` skips scoring entirely for pods without
+    preferred terms of their own (kube's ``ignorePreferredTermsOfExistingPods``).
+    """
+
+    name: ClassVar[str] = NAME
+
+    def __init__(self, *, hard_pod_affinity_weight: int = DEFAULT_HARD_POD_AFFINITY_WEIGHT,
+                 ignore_preferred_terms_of_existing_pods: bool = False) -> None:
+        if not 0 <= hard_pod_affinity_weight <= 100:
+            raise ValueError("hard_pod_affinity_weight: must be in the range 0-100, got "
+                             f"{hard_pod_affinity_weight}")
+        self.hard_pod_affinity_weight = hard_pod_affinity_weight
+        self.ignore_preferred_terms_of_existing_pods = ignore_preferred_terms_of_existing_pods
+        self.index = ExistingTermIndex()
+
+    # -- filter --------------------------------------------------------------------------------
+
+    def filter(self, ctx: CycleContext) -> FilterResult:
+        pod, table = ctx.pod, ctx.table
+        self.index.sync(table)
+        n = table.n
+        existing: list[tuple[AffinityTerm, IntArray]] = [
+            (term, rows[:n]) for term, rows in self.index.groups[REQUIRED_ANTI_AFFINITY].items()
+            if _matches(term, _term_namespaces(ctx, term), pod)]
+        if not pod.affinity and not pod.anti_affinity and not existing:
+            return FilterResult.all_pass()
+        valid = table.valid[:n]
+        decided = ~valid  # holes get no reason
+        reasons: list[Reason] = []
+        if pod.affinity:
+            fails = ~decided & ~self._affinity_satisfied(ctx)
+            decided |= fails
+            reasons.append(Reason(ERR_REASON_AFFINITY_RULES_NOT_MATCH, fails, unresolvable=True))
+        if pod.anti_affinity:
+            bad = np.zeros(n, np.bool_)
+            for term in pod.anti_affinity:
+                counts = _match_counts(table, term.selector, term.selector_key,
+                                       _term_namespaces(ctx, term))
+                if not counts.any():
+                    continue
+                ids, values = table.domains(term.topology_key)
+                bad |= _domain_sums(ids, len(values), counts)[ids] > 0
+            fails = ~decided & bad
+            decided |= fails
+            reasons.append(Reason(ERR_REASON_ANTI_AFFINITY_RULES_NOT_MATCH, fails))
+        if existing:
+            bad = np.zeros(n, np.bool_)
+            for term, rows in existing:
+                ids, values = table.domains(term.topology_key)
+                blocked = np.zeros(len(values) + 1, np.bool_)
+                blocked[ids[(rows > 0) & (ids >= 0)]] = True
+                bad |= blocked[ids]
+            fails = ~decided & bad
+            decided |= fails
+            reasons.append(Reason(ERR_REASON_EXISTING_ANTI_AFFINITY_RULES_NOT_MATCH, fails))
+        failed = np.zeros(n, np.bool_)
+        for r in reasons:
+            failed |= r.failed
+        return FilterResult(~failed, [r for r in reasons if r.failed.any()])
+
+    def _affinity_satisfied(self, ctx: CycleContext) -> BoolArray:
+        pod, table = ctx.pod, ctx.table
+        terms = pod.affinity
+        namespaces = [_term_namespaces(ctx, t) for t in terms]
+        # Existing pods count only when they match ALL the terms: one conjunctive selector
+        # over the intersection of the terms' namespaces.
+        together: Namespaces = None
+        for ns in namespaces:
+            if ns is not None:
+                together = ns if together is None else together & ns
+        if any(t.selector.matches_nothing for t in terms):
+            counts = np.zeros(table.n, np.int64)
+        else:
+            if len(terms) == 1:
+                selector, key = terms[0].selector, terms[0].selector_key
+            else:
+                selector = LabelSelector([r for t in terms for r in t.selector.requirements])
+                key = str(selector)
+            counts = _match_counts(table, selector, key, together)
+        ok: BoolArray = np.array(table.valid[: table.n], np.bool_)
+        all_exist: BoolArray = np.ones(table.n, np.bool_)
+        any_domain = False
+        for term in terms:
+            ids, values = table.domains(term.topology_key)
+            ok &= ids >= 0
+            sums = _domain_sums(ids, len(values), counts)
+            if sums.any():
+                any_domain = True
+            all_exist &= sums[ids] > 0
+        if any_domain:
+            return ok & all_exist
+        # First pod of a group: nothing anywhere matches; allow when it matches itself.
+        if all(_matches(t, ns, pod) for t, ns in zip(terms, namespaces)):
+            return ok
+        return np.zeros(table.n, np.bool_)
+
+    # -- score ---------------------------------------------------------------------------------
+
+    def score(self, ctx: CycleContext, feasible: BoolArray) -> IntArray:
+        pod, table = ctx.pod, ctx.table
+        n = table.n
+        out = np.zeros(n, np.int64)
+        own = bool(pod.preferred_affinity or pod.preferred_anti_affinity)
+        if self.ignore_preferred_terms_of_existing_pods and not own:
+            return out
+        self.index.sync(table)
+        by_key: dict[str, IntArray] = {}
+
+        def add(term: AffinityTerm, per_row: IntArray, weight: int) -> None:
+            ids, values = table.domains(term.topology_key)
+            sums = _domain_sums(ids, len(values), per_row) * weight
+            acc = by_key.get(term.topology_key)
+            if acc is None:
+                by_key[term.topology_key] = sums
+            else:
+                acc += sums
+
+        for sign, own_terms in ((1, pod.preferred_affinity), (-1, pod.preferred_anti_affinity)):
+            for term in own_terms:
+                counts = _match_counts(table, term.selector, term.selector_key,
+                                       _term_namespaces(ctx, term))
+                if counts.any():
+                    add(term, counts, sign * term.weight)
+        groups = self.index.groups
+        kinds: list[tuple[int, int | None]] = [(PREFERRED_AFFINITY, None),
+                                               (PREFERRED_ANTI_AFFINITY, None)]
+        if self.hard_pod_affinity_weight > 0:
+            kinds.insert(0, (REQUIRED_AFFINITY, self.hard_pod_affinity_weight))
+        for kind, fixed_weight in kinds:
+            for term, rows in groups[kind].items():
+                if not _matches(term, _term_namespaces(ctx, term), pod):
+                    continue
+                weight = fixed_weight if fixed_weight is not None else term.weight
+                if kind == PREFERRED_ANTI_AFFINITY:
+                    weight = -weight
+                add(term, rows[:n], weight)
+        if not by_key:
+            return out
+        raw = np.zeros(n, np.int64)
+        for key, acc in by_key.items():
+            ids, _ = table.domains(key)
+            raw += acc[ids]
+        scored = feasible[:n] & table.valid[:n]
+        if not scored.any():
+            return out
+        values = raw[scored]
+        low, high = int(values.min()), int(values.max())
+        if high > low:
+            # Go: int64(float64(MaxNodeScore) * (float64(s-min) / float64(max-min)))
+            scaled = float(MAX_NODE_SCORE) * ((values - low).astype(np.float64) / float(high - low))
+            out[scored] = scaled.astype(np.int64)
+        return out

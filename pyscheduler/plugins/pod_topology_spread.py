@@ -1,0 +1,407 @@
+"""PodTopologySpread: spread a workload's pods evenly over topology domains (filter + score).
+
+Semantics are kube-scheduler's ``podtopologyspread`` plugin (``filtering.go``, ``scoring.go``,
+``common.go``), evaluated for every node at once with numpy instead of node by node.
+
+Filter (``whenUnsatisfiable: DoNotSchedule`` constraints)
+    For each hard constraint, matching pods are counted per domain of its ``topologyKey`` over
+    the *eligible* nodes: nodes that carry the topology keys of **all** hard constraints and
+    that pass the constraint's node inclusion policies (``nodeAffinityPolicy: Honor``, the
+    default: the pod's ``nodeSelector`` and required node affinity; ``nodeTaintsPolicy: Honor``:
+    no untolerated ``NoSchedule``/``NoExecute`` taint; default ``Ignore``). Counted pods are in
+    the incoming pod's namespace, match the constraint's selector (``matchLabelKeys`` already
+    merged in by :func:`~pyscheduler.framework.pod.pod_info`) and are not terminating
+    (``countPodsMatchSelector`` skips pods with a deletion timestamp, kubernetes#87621). An
+    eligible node registers its domain even when it holds no matching pod, so a domain with
+    zero pods counts towards the global minimum.
+
+    The global minimum is the smallest per-domain count, or 0 when fewer domains exist than
+    ``minDomains`` (1 when unset). A node fails when ``count[its domain] + selfMatch - min >
+    maxSkew`` (``selfMatch`` = 1 when the incoming pod matches the selector) with kube's
+    ``node(s) didn't match pod topology spread constraints``, or, when it lacks the topology
+    key, with ``... (missing required label)`` (unresolvable). Like kube, constraints are
+    checked in order and a node is charged to the first one it fails.
+
+Score (``whenUnsatisfiable: ScheduleAnyway`` constraints)
+    kube's PreScore/Score/NormalizeScore arithmetic, reproduced exactly: feasible nodes lacking
+    any soft topology key are *ignored* (score 0). Per constraint, a weight ``log(size + 2)``
+    where ``size`` is the number of distinct domains among the scored feasible nodes (for the
+    ``kubernetes.io/hostname`` key: the number of scored feasible nodes). Per-domain counts are
+    taken over *all* nodes that have every soft key, pass the inclusion policies and sit in a
+    domain of some scored feasible node; for the hostname key the count is simply the node's
+    own matching pods (no inclusion policies, as in kube). A node's raw score is
+    ``int64(round(sum(float64(count) * weight + float64(maxSkew - 1))))`` with Go's
+    half-away-from-zero rounding; normalization is ``100 * (max + min - score) // max`` over the
+    scored nodes (``100`` for all when ``max == 0``), ignored nodes get 0. Floating point
+    operations run in Go's order, so results agree bit for bit with kube on platforms where Go
+    does not fuse multiply-add (amd64 by default); ``math.log`` is the C library's, which may
+    differ from Go's ``math.Log`` in the last ulp (it would change a score only on an exact
+    ``.5`` tie).
+
+Not applied: the system default constraints kube adds when a pod has none (``defaultingType:
+System``); a pod without constraints is left alone (filter passes all, score is 0 everywhere).
+Configuration may add them later.
+
+Required node affinity for ``nodeAffinityPolicy: Honor`` is computed here from the pod's
+``nodeSelector`` and required node affinity terms, with the table's label indexes. When the
+cycle state already holds a mask under ``"NodeAffinity/required"`` (a NodeAffinity filter that
+ran first) it is used instead; it must hold exactly the pod's own nodeSelector + required terms
+(kube's ``GetRequiredNodeAffinity``), not any profile-level added affinity.
+
+Terminating pods: the table's match counters count every pod on a node, terminating ones
+included. Until the table can leave them out (see :class:`_TerminatingPods`), the plugin keeps
+a small index of terminating pods per row, refreshed from ``row_generation`` for the rows that
+changed since the last call, and subtracts them.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from typing import ClassVar
+
+import numpy as np
+import numpy.typing as npt
+
+from pyscheduler.framework.interface import (
+    MAX_NODE_SCORE,
+    CycleContext,
+    FilterResult,
+    Reason,
+)
+from pyscheduler.framework.nodetable import BoolArray, IntArray, NodeTable
+from pyscheduler.framework.pod import (
+    NodeSelectorRequirement,
+    NodeSelectorTerm,
+    PodInfo,
+    SpreadConstraint,
+)
+
+__all__ = [
+    "DO_NOT_SCHEDULE",
+    "ERR_REASON_CONSTRAINTS_NOT_MATCH",
+    "ERR_REASON_NODE_LABEL_NOT_MATCH",
+    "HOSTNAME_KEY",
+    "NAME",
+    "SCHEDULE_ANYWAY",
+    "PodTopologySpread",
+    "required_node_affinity_mask",
+    "untolerated_taints_mask",
+]
+
+NAME = "PodTopologySpread"
+
+ERR_REASON_CONSTRAINTS_NOT_MATCH = "node(s) didn't match pod topology spread constraints"
+ERR_REASON_NODE_LABEL_NOT_MATCH = ERR_REASON_CONSTRAINTS_NOT_MATCH + " (missing required label)"
+
+DO_NOT_SCHEDULE = "DoNotSchedule"
+SCHEDULE_ANYWAY = "ScheduleAnyway"
+HONOR = "Honor"
+HOSTNAME_KEY = "kubernetes.io/hostname"
+
+# Cycle-state keys: a mask another plugin may provide, and this plugin's own memo.
+NODE_AFFINITY_STATE_KEY = "NodeAffinity/required"
+_AFFINITY_MEMO = NAME + "/nodeAffinity"
+_TAINTS_MEMO = NAME + "/untoleratedTaints"
+
+# kube's DoNotScheduleTaintsFilterFunc: the effects that keep a pod off a node.
+_DO_NOT_SCHEDULE_EFFECTS = frozenset(("NoSchedule", "NoExecute"))
+
+FloatArray = npt.NDArray[np.float64]
+_INT64 = re.compile(r"[+-]?[0-9]+")
+
+
+# -- node inclusion policies --------------------------------------------------------------------
+
+def _parse_int64(s: str) -> int | None:
+    """Go's ``strconv.ParseInt(s, 10, 64)``: optional sign, decimal digits, int64 range."""
+    if not _INT64.fullmatch(s):
+        return None
+    v = int(s)
+    return v if -(2**63) <= v < 2**63 else None
+
+
+def _requirement_mask(table: NodeTable, r: NodeSelectorRequirement) -> BoolArray | None:
+    """Rows satisfying one ``matchExpressions`` requirement; None when kube could not parse it
+    (its lazy-error selector then skips the whole term)."""
+    n = table.n
+    op = r.operator
+    if op in ("Exists", "DoesNotExist"):
+        if r.values:
+            return None
+        present: BoolArray = np.array(table.has_label(r.key), np.bool_)
+        return present if op == "Exists" else ~present
+    if op in ("In", "NotIn"):
+        if not r.values:
+            return None
+        hit = np.zeros(n, np.bool_)
+        for v in r.values:
+            hit |= table.label_mask(r.key, v)
+        # NotIn also selects nodes without the label (labels.Requirement semantics).
+        return hit if op == "In" else ~hit
+    if op in ("Gt", "Lt"):
+        bound = _parse_int64(r.values[0]) if len(r.values) == 1 else None
+        if bound is None:
+            return None
+        hit = np.zeros(n, np.bool_)
+        # One test per distinct label value, not per node.
+        for v, rows in table.label_index.get(r.key, {}).items():
+            x = _parse_int64(v)
+            if x is not None and (x > bound if op == "Gt" else x < bound):
+                hit |= rows[:n]
+        return hit
+    return None
+
+
+def _field_mask(table: NodeTable, r: NodeSelectorRequirement) -> BoolArray | None:
+    """``matchFields``: only ``metadata.name`` In/NotIn with exactly one value parses."""
+    if r.key != "metadata.name" or r.operator not in ("In", "NotIn") or len(r.values) != 1:
+        return None
+    hit = np.zeros(table.n, np.bool_)
+    slot = table.slots.get(r.values[0])
+    if slot is not None and slot < table.n:
+        hit[slot] = True
+    return hit if r.operator == "In" else ~hit
+
+
+def _term_mask(table: NodeTable, term: NodeSelectorTerm) -> BoolArray | None:
+    """Rows matching a nodeSelectorTerm; None: no row (an empty or unparseable term)."""
+    mask: BoolArray | None = None
+    for r in term.match_expressions:
+        m = _requirement_mask(table, r)
+        if m is None:
+            return None
+        mask = m if mask is None else mask & m
+    for r in term.match_fields:
+        m = _field_mask(table, r)
+        if m is None:
+            return None
+        mask = m if mask is None else mask & m
+    return mask
+
+
+def required_node_affinity_mask(table: NodeTable, pod: PodInfo) -> BoolArray:
+    """Rows matching the pod's nodeSelector AND its required node affinity (terms ORed):
+    kube's ``nodeaffinity.GetRequiredNodeAffinity(pod).Match``, vectorized."""
+    mask: BoolArray = np.array(table.valid[: table.n], np.bool_)
+    for key, value in pod.node_selector.items():
+        mask &= table.label_mask(key, value)
+    if pod.required_terms:
+        anyterm = np.zeros(table.n, np.bool_)
+        for term in pod.required_terms:
+            m = _term_mask(table, term)
+            if m is not None:
+                anyterm |= m
+        mask &= anyterm
+    return mask
+
+
+def untolerated_taints_mask(table: NodeTable, pod: PodInfo) -> BoolArray:
+    """Rows with a NoSchedule/NoExecute taint the pod does not tolerate (kube's
+    ``FindMatchingUntoleratedTaint`` with ``DoNotScheduleTaintsFilterFunc``)."""
+    out = np.zeros(table.n, np.bool_)
+    for taint, rows in table.taint_index.items():
+        if taint.effect not in _DO_NOT_SCHEDULE_EFFECTS:
+            continue
+        if any(t.tolerates(taint.key, taint.value, taint.effect) for t in pod.tolerations):
+            continue
+        out |= rows[: table.n]
+    return out
+
+
+# -- terminating pods ---------------------------------------------------------------------------
+
+class _TerminatingPods:
+    """Terminating pods per row, kept current from the table's ``row_generation``.
+
+    A stopgap: the table's match counters should skip terminating pods themselves (see the
+    module docstring). Only rows changed since the last sync are rescanned, so the steady
+    cost is one row per scheduled pod.
+    """
+
+    __slots__ = ("_table", "_seen", "rows")
+
+    def __init__(self) -> None:
+        self._table: NodeTable | None = None
+        self._seen = -1
+        self.rows: dict[int, list[PodInfo]] = {}
+
+    def sync(self, table: NodeTable) -> dict[int, list[PodInfo]]:
+        if table is not self._table:
+            self._table, self._seen, self.rows = table, -1, {}
+        elif table.generation == self._seen:
+            return self.rows
+        changed = np.flatnonzero(table.row_generation[: table.n] > self._seen)
+        for slot in changed.tolist():
+            deleting = [p for p in table.pods[slot].values() if p.deleting] \
+                if table.valid[slot] else []
+            if deleting:
+                self.rows[slot] = deleting
+            else:
+                self.rows.pop(slot, None)
+        self._seen = table.generation
+        return self.rows
+
+
+# -- arithmetic helpers -------------------------------------------------------------------------
+
+def _go_round(x: FloatArray) -> IntArray:
+    """Go's ``math.Round`` (half away from zero; numpy's ``round`` is half to even)."""
+    t = np.trunc(x)
+    up = (np.abs(x - t) >= 0.5).astype(np.float64)
+    out: IntArray = (t + np.copysign(up, x)).astype(np.int64)
+    return out
+
+
+class PodTopologySpread:
+    """Filter and score plugin; stateless apart from the terminating-pod index."""
+
+    name: ClassVar[str] = NAME
+
+    def __init__(self) -> None:
+        self._terminating = _TerminatingPods()
+
+    # -- shared pieces -------------------------------------------------------------------------
+
+    def _included(self, ctx: CycleContext, c: SpreadConstraint) -> BoolArray | None:
+        """Rows passing the constraint's node inclusion policies; None: every row."""
+        mask: BoolArray | None = None
+        if c.node_affinity_policy == HONOR and (ctx.pod.node_selector or ctx.pod.required_terms):
+            mask = self._affinity(ctx)
+        if c.node_taints_policy == HONOR:
+            untolerated = ctx.state.get(_TAINTS_MEMO)
+            if untolerated is None:
+                untolerated = ctx.state[_TAINTS_MEMO] = untolerated_taints_mask(ctx.table,
+                                                                                ctx.pod)
+            if untolerated.any():
+                mask = ~untolerated if mask is None else mask & ~untolerated
+        return mask
+
+    @staticmethod
+    def _affinity(ctx: CycleContext) -> BoolArray:
+        given = ctx.state.get(NODE_AFFINITY_STATE_KEY)
+        if isinstance(given, np.ndarray) and given.shape[0] >= ctx.table.n:
+            mask: BoolArray = given[: ctx.table.n]
+            return mask
+        memo = ctx.state.get(_AFFINITY_MEMO)
+        if memo is None:
+            memo = ctx.state[_AFFINITY_MEMO] = required_node_affinity_mask(ctx.table, ctx.pod)
+        result: BoolArray = memo
+        return result
+
+    def _counts(self, ctx: CycleContext, c: SpreadConstraint) -> IntArray:
+        """Per row: non-terminating pods of the incoming pod's namespace matching ``c``."""
+        table, pod = ctx.table, ctx.pod
+        if c.selector.matches_nothing:
+            # An absent labelSelector selects nothing; its canonical text ("") is the empty
+            # selector's too, so never ask the table's counters about it.
+            return np.zeros(table.n, np.int64)
+        counts = table.count_matching(c.selector, c.selector_key, frozenset((pod.namespace,)))
+        terminating = self._terminating.sync(table)
+        if terminating:
+            fixed: IntArray = np.array(counts, np.int64)
+            for slot, pods in terminating.items():
+                for p in pods:
+                    if p.namespace == pod.namespace and c.selector.matches(p.labels):
+                        fixed[slot] -= 1
+            return fixed
+        return counts
+
+    # -- filter --------------------------------------------------------------------------------
+
+    def filter(self, ctx: CycleContext) -> FilterResult:
+        hard = [c for c in ctx.pod.spread if c.when_unsatisfiable == DO_NOT_SCHEDULE]
+        if not hard:
+            return FilterResult.all_pass()
+        table = ctx.table
+        n = table.n
+        valid = table.valid[:n]
+        has_all = valid.copy()
+        for c in hard:
+            has_all &= table.has_label(c.topology_key)
+        decided = ~valid  # holes get no reason
+        missing = np.zeros(n, np.bool_)
+        skewed = np.zeros(n, np.bool_)
+        for c in hard:
+            # kube checks constraints in order and stops at the first failure of a node.
+            lacks = ~decided & ~table.has_label(c.topology_key)
+            missing |= lacks
+            decided |= lacks
+            ids, values = table.domains(c.topology_key)
+            ndom = len(values)
+            eligible = has_all
+            included = self._included(ctx, c)
+            if included is not None:
+                eligible = eligible & included
+            counts = self._counts(ctx, c)
+            rows = ids[eligible]
+            # Length ndom + 1: the last entry (0) serves rows without the label (id -1).
+            present = np.bincount(rows, minlength=ndom + 1) > 0
+            per_domain = np.bincount(rows, weights=counts[eligible], minlength=ndom + 1)
+            domains = int(np.count_nonzero(present))
+            min_domains = c.min_domains if c.min_domains is not None else 1
+            if domains == 0 or domains < min_domains:
+                global_min = 0
+            else:
+                global_min = int(per_domain[present].min())
+            self_match = 1 if c.selector.matches(ctx.pod.labels) else 0
+            too_many = per_domain > c.max_skew + global_min - self_match
+            too_many[ndom] = False
+            fails = ~decided & too_many[ids]
+            skewed |= fails
+            decided |= fails
+        failed = missing | skewed
+        reasons = []
+        if skewed.any():
+            reasons.append(Reason(ERR_REASON_CONSTRAINTS_NOT_MATCH, skewed))
+        if missing.any():
+            reasons.append(Reason(ERR_REASON_NODE_LABEL_NOT_MATCH, missing, unresolvable=True))
+        return FilterResult(~failed, reasons)
+
+    # -- score ---------------------------------------------------------------------------------
+
+    def score(self, ctx: CycleContext, feasible: BoolArray) -> IntArray:
+        soft = [c for c in ctx.pod.spread if c.when_unsatisfiable == SCHEDULE_ANYWAY]
+        table = ctx.table
+        n = table.n
+        out = np.zeros(n, np.int64)
+        if not soft:
+            return out
+        valid = table.valid[:n]
+        has_all = valid.copy()
+        for c in soft:
+            has_all &= table.has_label(c.topology_key)
+        # Feasible nodes missing a soft key are kube's IgnoredNodes: scored 0.
+        scored = feasible[:n] & has_all
+        if not scored.any():
+            return out
+        total = np.zeros(n, np.float64)
+        for c in soft:
+            counts = self._counts(ctx, c)
+            if c.topology_key == HOSTNAME_KEY:
+                weight = math.log(int(np.count_nonzero(scored)) + 2)
+                per_node = counts.astype(np.float64)
+            else:
+                ids, values = table.domains(c.topology_key)
+                ndom = len(values)
+                candidate = np.bincount(ids[scored], minlength=ndom + 1) > 0
+                weight = math.log(int(np.count_nonzero(candidate)) + 2)
+                eligible = has_all
+                included = self._included(ctx, c)
+                if included is not None:
+                    eligible = eligible & included
+                # ids >= 0 wherever has_all holds, so the lookup never hits the sentinel.
+                eligible = eligible & candidate[ids]
+                per_domain = np.bincount(ids[eligible], weights=counts[eligible],
+                                         minlength=ndom + 1)
+                per_node = np.asarray(per_domain[ids], np.float64)
+            # Go: score += float64(cnt)*tpWeight + float64(maxSkew-1)
+            total = total + (per_node * weight + float(c.max_skew - 1))
+        raw = _go_round(total[scored])
+        high = max(int(raw.max()), 0)
+        low = int(raw.min())
+        if high == 0:
+            out[scored] = MAX_NODE_SCORE
+        else:
+            out[scored] = MAX_NODE_SCORE * (high + low - raw) // high
+        return out

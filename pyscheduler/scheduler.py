@@ -1,0 +1,411 @@
+"""The scheduling loop: pop a pod, run the pipeline, assume, bind in the background.
+
+It reads like kube-scheduler's ``schedule_one.go``:
+
+1. **pop** the next pod from the queue (priority, then age);
+2. **schedule**: build the cycle context and run the pipeline over every node;
+3. on success **assume** the pod on the chosen node in the cache (the next pod already sees the
+   capacity taken) and **bind** it in the background with bounded concurrency;
+4. on failure record why: the ``PodScheduled=False`` condition (reason ``Unschedulable``) and a
+   ``FailedScheduling`` event with kube's message, then park the pod until the cluster changes.
+
+Every failure path undoes what came before: a binding refused with 409/404 forgets the
+assumption and re-reads the pod (bound elsewhere, gone, or to be retried); a 5xx or timeout is
+retried with backoff, and if it keeps failing the assumption is forgotten and the pod requeued.
+A binding that timed out but actually succeeded shows up as a 409 naming *our* node on retry,
+and counts as success. No pod is bound twice and no node over-committed: the binding
+subresource refuses an assigned pod, and the cache counts assumed pods until the informer
+confirms them.
+
+Informers feed the cache (nodes; pods assigned to nodes, whoever bound them) and the queue (our
+unassigned pods). Only the leader schedules; losing the lease cancels the loop and the bindings
+in flight at once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable, Coroutine
+from typing import Any
+
+import orjson
+import structlog
+
+from pyscheduler.api.labels import LabelSelector
+from pyscheduler.config import SchedulerConfig
+from pyscheduler.framework.cache import Cache
+from pyscheduler.framework.interface import CycleContext
+from pyscheduler.framework.nodetable import NodeInfo, node_info
+from pyscheduler.framework.pipeline import Pipeline, ScheduleResult, StageOverride, explain
+from pyscheduler.framework.pod import PodInfo, PodSpecError, pod_info
+from pyscheduler.framework.queue import QueuedPod, SchedulingQueue
+from pyscheduler.kube.client import KubeClient
+from pyscheduler.kube.errors import (
+    ApiStatusError,
+    ConflictError,
+    NotFoundError,
+    is_retryable,
+)
+from pyscheduler.kube.events import EventRecorder
+from pyscheduler.kube.informer import Informer
+from pyscheduler.metrics import AttemptResult, SchedulerMetrics
+from pyscheduler.plugins.registry import build_profile
+
+__all__ = ["EXPLAIN_ANNOTATION", "DECISION_ANNOTATION", "Scheduler"]
+
+log = structlog.get_logger("pyscheduler.scheduler")
+
+EXPLAIN_ANNOTATION = "wssp/explain"
+DECISION_ANNOTATION = "wssp/decision"
+BIND_RETRIES = 3
+
+Obj = dict[str, Any]
+OverrideFor = Callable[[PodInfo], StageOverride | None]
+
+
+def _scheduled_condition(pod: Obj) -> Obj | None:
+    for c in (pod.get("status") or {}).get("conditions") or ():
+        if c.get("type") == "PodScheduled":
+            return dict(c)
+    return None
+
+
+class Scheduler:
+    def __init__(self, client: KubeClient, config: SchedulerConfig, *,
+                 metrics: SchedulerMetrics | None = None,
+                 override_for: OverrideFor | None = None,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.client = client
+        self.config = config
+        self.name = config.scheduler_name
+        self.metrics = metrics
+        self.clock = clock
+        self.override_for = override_for
+        self.cache = Cache(assumed_ttl=config.assumed_pod_ttl_seconds, clock=clock)
+        self.queue = SchedulingQueue(
+            initial_backoff=config.pod_initial_backoff_seconds,
+            max_backoff=config.pod_max_backoff_seconds,
+            max_in_unschedulable=config.pod_max_in_unschedulable_pods_seconds,
+            clock=clock, on_event=self._queue_event)
+        self.pipeline = Pipeline(build_profile(config), seed=config.seed)
+        self.recorder = EventRecorder(client, reporting_controller=self.name,
+                                      reporting_instance=config.leader_election.identity)
+        self.bind_slots = asyncio.Semaphore(config.bind_concurrency)
+        self.namespace_labels: dict[str, dict[str, str]] = {}
+        self.bad_pods: dict[str, str] = {}  # uid -> parse problem already reported
+        self._binds: set[asyncio.Task[None]] = set()
+        self._pods = Informer(client, "/api/v1/pods", name="pods", on_add=self._pod_added,
+                              on_update=self._pod_updated, on_delete=self._pod_deleted)
+        self._nodes = Informer(client, "/api/v1/nodes", name="nodes", on_add=self._node_set,
+                               on_update=lambda old, new: self._node_set(new, old),
+                               on_delete=self._node_deleted)
+        self._namespaces = Informer(client, "/api/v1/namespaces", name="namespaces",
+                                    on_add=self._namespace_set,
+                                    on_update=lambda old, new: self._namespace_set(new),
+                                    on_delete=self._namespace_deleted)
+        self.informers = (self._nodes, self._namespaces, self._pods)
+        self.scheduled = 0
+        self.failed = 0
+
+    # -- informer handlers ---------------------------------------------------------------------
+
+    def _queue_event(self, queue: str, event: str) -> None:
+        if self.metrics is not None:
+            self.metrics.queue_incoming_pods.labels(queue=queue, event=event).inc()
+
+    def _is_ours(self, obj: Obj) -> bool:
+        spec = obj.get("spec") or {}
+        return spec.get("schedulerName") == self.name
+
+    def _pod_added(self, obj: Obj) -> None:
+        spec = obj.get("spec") or {}
+        meta = obj.get("metadata") or {}
+        uid = str(meta.get("uid") or "")
+        phase = (obj.get("status") or {}).get("phase")
+        if spec.get("nodeName"):
+            if self.queue.entries.get(uid) is not None and uid not in self.queue.in_flight:
+                self.queue.delete(uid)
+            if phase in ("Succeeded", "Failed"):
+                self.cache.remove_pod(uid)
+                self.queue.move_all_to_active("AssignedPodDelete")
+                return
+            try:
+                self.cache.add_pod(pod_info(obj))
+            except PodSpecError as exc:
+                # A pod already running somewhere still uses its node; count what we can.
+                log.warning("assigned pod has an invalid spec", pod=_key(obj), error=str(exc))
+            return
+        if not self._is_ours(obj) or meta.get("deletionTimestamp") or phase in (
+                "Succeeded", "Failed"):
+            return
+        try:
+            pod = pod_info(obj)
+        except PodSpecError as exc:
+            self._report_bad_pod(obj, str(exc))
+            return
+        self.bad_pods.pop(uid, None)
+        if self.cache.is_assumed(uid):
+            return  # our binding is in flight; the bound version will follow
+        self.queue.add(pod)
+
+    def _pod_updated(self, old: Obj, new: Obj) -> None:
+        self._pod_added(new)
+
+    def _pod_deleted(self, obj: Obj) -> None:
+        uid = str((obj.get("metadata") or {}).get("uid") or "")
+        self.queue.delete(uid)
+        self.bad_pods.pop(uid, None)
+        if self.cache.remove_pod(uid) is not None:
+            self.queue.move_all_to_active("AssignedPodDelete")
+
+    def _node_set(self, obj: Obj, old: Obj | None = None) -> None:
+        info = node_info(obj)
+        before = self.cache.table.infos[self.cache.table.slots[info.name]] \
+            if info.name in self.cache.table.slots else None
+        self.cache.set_node(info)
+        if before is None or _node_changed(before, info):
+            self.queue.move_all_to_active("NodeAdd" if before is None else "NodeUpdate")
+
+    def _node_deleted(self, obj: Obj) -> None:
+        self.cache.remove_node(str((obj.get("metadata") or {}).get("name") or ""))
+
+    def _namespace_set(self, obj: Obj) -> None:
+        meta = obj.get("metadata") or {}
+        self.namespace_labels[str(meta.get("name"))] = dict(meta.get("labels") or {})
+
+    def _namespace_deleted(self, obj: Obj) -> None:
+        self.namespace_labels.pop(str((obj.get("metadata") or {}).get("name")), None)
+
+    def _namespaces_matching(self, selector: LabelSelector) -> frozenset[str]:
+        return frozenset(ns for ns, labels in self.namespace_labels.items()
+                         if selector.matches(labels))
+
+    # -- running -------------------------------------------------------------------------------
+
+    async def start_informers(self) -> None:
+        for informer in self.informers:
+            informer.start()
+        await asyncio.gather(*(i.synced.wait() for i in self.informers))
+
+    @property
+    def synced(self) -> bool:
+        return all(i.synced.is_set() for i in self.informers)
+
+    async def stop(self) -> None:
+        self.queue.close()
+        for task in list(self._binds):
+            task.cancel()
+        for informer in self.informers:
+            await informer.stop()
+        await self.recorder.stop()
+
+    async def run_loop(self) -> None:
+        """Schedule until cancelled (the caller cancels when leadership is lost)."""
+        self.recorder.start()
+        housekeeping = asyncio.get_running_loop().create_task(self._housekeeping())
+        try:
+            while True:
+                entry = await self.queue.pop()
+                self.schedule_one(entry)
+                # Let informer events and bindings run between pods.
+                await asyncio.sleep(0)
+        finally:
+            housekeeping.cancel()
+            for task in list(self._binds):
+                task.cancel()
+
+    async def _housekeeping(self) -> None:
+        while True:
+            await asyncio.sleep(1.0)
+            for pod in self.cache.expire():
+                log.warning("assumed pod expired without confirmation", pod=pod.key)
+            if self.metrics is not None:
+                self.metrics.set_pending_pods(**self.queue.counts())
+                self.metrics.set_cache_size(**self.cache.sizes())
+
+    # -- one pod -------------------------------------------------------------------------------
+
+    def schedule_one(self, entry: QueuedPod) -> ScheduleResult | None:
+        pod = entry.pod
+        start = time.perf_counter()
+        ctx = CycleContext.for_pod(pod, self.cache.table, self._namespaces_matching)
+        override = self.override_for(pod) if self.override_for is not None else None
+        wants_explain = pod.annotations.get(EXPLAIN_ANNOTATION) == "true"
+        sample = self.metrics is not None and self.metrics.should_record_plugin_metrics()
+        try:
+            result = self.pipeline.schedule(ctx, override, explain=wants_explain, sample=sample)
+        except Exception as exc:  # a plugin fault must not stop the loop
+            log.exception("scheduling attempt failed", pod=pod.key)
+            self._observe("error", start)
+            self.queue.requeue_backoff(pod.uid)
+            self._spawn(self._set_unschedulable(pod, f"scheduling failed: {exc}", "Error"))
+            return None
+        if self.metrics is not None:
+            self._observe_stages(result)
+        decision = explain(result, self.cache.table.names) if wants_explain else None
+        if result.node is None:
+            self.failed += 1
+            message = result.filtered.diagnose().message()
+            self._observe("unschedulable", start)
+            self.queue.requeue_unschedulable(pod.uid)
+            self._spawn(self._set_unschedulable(pod, message, "Unschedulable", decision))
+            return result
+        self.cache.assume(pod, result.node)
+        self._observe("scheduled", start)
+        self._spawn(self._bind(entry, result.node, decision))
+        return result
+
+    def _observe_stages(self, result: ScheduleResult) -> None:
+        assert self.metrics is not None
+        self.metrics.scheduling_algorithm_duration.observe(
+            result.filter_seconds + result.score_seconds)
+        status = "Success" if result.node is not None else "Unschedulable"
+        self.metrics.observe_extension_point("Filter", status, result.filter_seconds)
+        if result.score_seconds:
+            self.metrics.observe_extension_point("Score", "Success", result.score_seconds)
+        for (point, plugin), seconds in (result.plugin_seconds or {}).items():
+            self.metrics.observe_plugin(plugin, point, "Success", seconds)
+
+    def _observe(self, result: AttemptResult, start: float) -> None:
+        if self.metrics is not None:
+            self.metrics.observe_attempt(result, time.perf_counter() - start)
+
+    def _spawn(self, coro: Coroutine[Any, Any, None]) -> None:
+        task = asyncio.get_running_loop().create_task(coro)
+        self._binds.add(task)
+        task.add_done_callback(self._binds.discard)
+
+    async def _bind(self, entry: QueuedPod, node: str, decision: Obj | None) -> None:
+        pod = entry.pod
+        async with self.bind_slots:
+            start = time.perf_counter()
+            outcome = await self._bind_with_retries(pod, node)
+            if self.metrics is not None:
+                self.metrics.bind_duration.observe(time.perf_counter() - start)
+        if outcome == "bound":
+            self.scheduled += 1
+            self.cache.finish_binding(pod.uid)
+            self.queue.done(pod.uid)
+            if self.metrics is not None:
+                self.metrics.observe_pod_scheduled(
+                    attempts=entry.attempts, sli_seconds=self.clock() - entry.initial_attempt)
+            self.recorder.record(pod.raw, type_="Normal", reason="Scheduled", action="Binding",
+                                 note=f"Successfully assigned {pod.key} to {node}")
+            if decision is not None:
+                await self._annotate_decision(pod, decision)
+            return
+        self.cache.forget(pod.uid)
+        if outcome == "gone":
+            self.queue.delete(pod.uid)
+        elif outcome == "bound-elsewhere":
+            self.queue.done(pod.uid)
+        else:
+            self.queue.requeue_backoff(pod.uid, "BindFailure")
+
+    async def _bind_with_retries(self, pod: PodInfo, node: str) -> str:
+        """``bound``, ``bound-elsewhere``, ``gone`` or ``retry``."""
+        delay = 0.1
+        for attempt in range(BIND_RETRIES + 1):
+            try:
+                await self.client.bind(pod.namespace, pod.name, node, uid=pod.uid,
+                                       timeout=self.config.bind_timeout_seconds)
+                return "bound"
+            except (ConflictError, NotFoundError) as exc:
+                self._bind_error(exc)
+                return await self._reevaluate(pod, node)
+            except ApiStatusError as exc:
+                self._bind_error(exc)
+                if not is_retryable(exc):
+                    log.warning("binding refused", pod=pod.key, node=node, error=exc.message)
+                    return "retry"
+            except Exception as exc:  # transport errors, timeouts
+                self._bind_error(exc)
+                if not is_retryable(exc):
+                    log.warning("binding failed", pod=pod.key, node=node, error=str(exc))
+                    return "retry"
+            if attempt < BIND_RETRIES:
+                await asyncio.sleep(delay)
+                delay *= 2
+        log.warning("binding kept failing; requeueing", pod=pod.key, node=node)
+        return "retry"
+
+    def _bind_error(self, exc: BaseException) -> None:
+        if self.metrics is not None:
+            reason = exc.reason if isinstance(exc, ApiStatusError) else type(exc).__name__
+            self.metrics.bind_errors.labels(reason=reason).inc()
+
+    async def _reevaluate(self, pod: PodInfo, node: str) -> str:
+        """After a 409/404: find out what became of the pod."""
+        try:
+            current = await self.client.get(f"/api/v1/namespaces/{pod.namespace}/pods/{pod.name}")
+        except NotFoundError:
+            return "gone"
+        except Exception:
+            return "retry"
+        meta = current.get("metadata") or {}
+        if meta.get("uid") != pod.uid:
+            return "gone"  # deleted and recreated: the new pod comes through the informer
+        bound_to = (current.get("spec") or {}).get("nodeName")
+        if bound_to == node:
+            return "bound"  # an earlier attempt that timed out did succeed
+        if bound_to:
+            return "bound-elsewhere"
+        return "retry"
+
+    async def _set_unschedulable(self, pod: PodInfo, message: str, reason: str,
+                                 decision: Obj | None = None) -> None:
+        self.recorder.record(pod.raw, type_="Warning", reason="FailedScheduling",
+                             action="Scheduling", note=message)
+        current = _scheduled_condition(pod.raw)
+        if current is None or current.get("status") != "False" or \
+                current.get("message") != message or current.get("reason") != reason:
+            condition = {"type": "PodScheduled", "status": "False", "reason": reason,
+                         "message": message, "lastProbeTime": None,
+                         "lastTransitionTime": _now()}
+            try:
+                await self.client.patch_pod_status(pod.namespace, pod.name,
+                                                   {"status": {"conditions": [condition]}})
+            except Exception as exc:
+                log.info("could not record the unschedulable condition", pod=pod.key,
+                         error=str(exc))
+        if decision is not None:
+            await self._annotate_decision(pod, decision)
+
+    async def _annotate_decision(self, pod: PodInfo, decision: Obj) -> None:
+        try:
+            await self.client.patch(
+                f"/api/v1/namespaces/{pod.namespace}/pods/{pod.name}",
+                {"metadata": {"annotations": {DECISION_ANNOTATION: orjson.dumps(
+                    decision).decode()}}}, "merge")
+        except Exception as exc:
+            log.info("could not record the decision", pod=pod.key, error=str(exc))
+
+    def _report_bad_pod(self, obj: Obj, problem: str) -> None:
+        meta = obj.get("metadata") or {}
+        uid = str(meta.get("uid") or "")
+        if self.bad_pods.get(uid) == problem:
+            return
+        self.bad_pods[uid] = problem
+        message = f"pod cannot be scheduled as written: {problem}"
+        log.warning("unschedulable pod spec", pod=_key(obj), problem=problem)
+        placeholder = PodInfo(uid=uid, namespace=str(meta.get("namespace") or ""),
+                              name=str(meta.get("name") or ""), labels={},
+                              scheduler_name=self.name, node_name="", priority=0,
+                              creation="", phase="Pending", deleting=False, gated=False,
+                              requests={}, nonzero_cpu=0, nonzero_memory=0, raw=obj)
+        self._spawn(self._set_unschedulable(placeholder, message, "Unschedulable"))
+
+
+def _node_changed(old: NodeInfo, new: NodeInfo) -> bool:
+    return (old.labels != new.labels or old.taints != new.taints
+            or old.allocatable != new.allocatable or old.unschedulable != new.unschedulable)
+
+
+def _key(obj: Obj) -> str:
+    meta = obj.get("metadata") or {}
+    return f"{meta.get('namespace')}/{meta.get('name')}"
+
+
+def _now() -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())

@@ -1,0 +1,320 @@
+"""PodTopologySpread: kube's filter verdicts and messages, and its scoring arithmetic."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+import pytest
+
+from pyscheduler.framework.interface import CycleContext, FilterResult
+from pyscheduler.framework.nodetable import NodeTable
+from pyscheduler.framework.pod import pod_info
+from pyscheduler.plugins.pod_topology_spread import (
+    ERR_REASON_CONSTRAINTS_NOT_MATCH as SKEW,
+)
+from pyscheduler.plugins.pod_topology_spread import (
+    ERR_REASON_NODE_LABEL_NOT_MATCH as MISSING,
+)
+from pyscheduler.plugins.pod_topology_spread import (
+    NAME,
+    PodTopologySpread,
+)
+
+from .builders import build_table, make_node, make_pod
+
+Obj = dict[str, Any]
+HOST = "kubernetes.io/hostname"
+WEB = {"matchLabels": {"app": "web"}}
+
+
+def node(name: str, zone: str | None = None, **labels: str) -> Obj:
+    b = make_node(name).capacity(cpu="4", memory="32Gi", pods=110).label(HOST, name)
+    if zone is not None:
+        b.label("zone", zone)
+    for k, v in labels.items():
+        b.label(k, v)
+    return b.obj()
+
+
+def pod(name: str, app: str | None = "web", namespace: str = "default",
+        deleting: bool = False) -> Obj:
+    b = make_pod(name, namespace)
+    if app is not None:
+        b.label("app", app)
+    obj = b.obj()
+    if deleting:
+        obj["metadata"]["deletionTimestamp"] = "2024-01-01T00:00:00Z"
+    return obj
+
+
+def spread(obj: Obj, max_skew: int, key: str, when: str = "DoNotSchedule",
+           selector: Mapping[str, Any] | None = WEB, **extra: Any) -> Obj:
+    c: Obj = {"maxSkew": max_skew, "topologyKey": key, "whenUnsatisfiable": when, **extra}
+    if selector is not None:
+        c["labelSelector"] = dict(selector)
+    obj["spec"].setdefault("topologySpreadConstraints", []).append(c)
+    return obj
+
+
+def pods_on(**counts: int) -> dict[str, list[Obj]]:
+    """``pods_on(n1=2, n3=1)``: that many app=web pods on each node."""
+    return {n: [pod(f"{n}-p{i}") for i in range(k)] for n, k in counts.items()}
+
+
+def verdicts(result: FilterResult, table: NodeTable) -> dict[str, tuple[str, bool]]:
+    """Failing node name -> (message, unresolvable); each failing node has exactly one."""
+    out: dict[str, tuple[str, bool]] = {}
+    if result.passed is None:
+        return out
+    for slot in range(table.n):
+        if not table.valid[slot]:
+            continue
+        hits = [(r.message, r.unresolvable) for r in result.reasons if r.failed[slot]]
+        if result.passed[slot]:
+            assert not hits, table.names[slot]
+        else:
+            assert len(hits) == 1, (table.names[slot], hits)
+            out[table.names[slot]] = hits[0]
+    return out
+
+
+ZONES_ABC = [node("n1", "a"), node("n2", "a"), node("n3", "b"), node("n4", "c")]
+ZONES_AB = [node("n1", "a"), node("n2", "a"), node("n3", "b")]
+
+
+@pytest.mark.parametrize(("incoming", "nodes", "pods", "expected"), [
+    pytest.param(spread(pod("p"), 1, "zone"), ZONES_ABC, pods_on(n1=2, n3=1),
+                 {"n1": (SKEW, False), "n2": (SKEW, False), "n3": (SKEW, False)},
+                 id="zone skew 1: only the empty zone fits"),
+    pytest.param(spread(pod("p"), 2, "zone"), ZONES_ABC, pods_on(n1=2, n3=1),
+                 {"n1": (SKEW, False), "n2": (SKEW, False)},
+                 id="zone skew 2"),
+    pytest.param(spread(pod("p"), 1, "zone"), ZONES_AB, pods_on(n1=1, n3=1),
+                 {}, id="balanced zones all fit"),
+    pytest.param(spread(pod("p"), 1, "zone"), ZONES_AB, pods_on(n1=2, n3=1),
+                 {"n1": (SKEW, False), "n2": (SKEW, False)},
+                 id="self match adds one"),
+    pytest.param(spread(pod("p", app="other"), 1, "zone"), ZONES_AB, pods_on(n1=2, n3=1),
+                 {}, id="incoming pod not matching its own selector"),
+    pytest.param(spread(pod("p"), 1, HOST), ZONES_AB, pods_on(n1=1),
+                 {"n1": (SKEW, False)}, id="hostname spread"),
+    pytest.param(spread(pod("p"), 1, HOST), ZONES_AB, pods_on(n1=1, n2=1, n3=1),
+                 {}, id="hostname spread, evenly filled"),
+    pytest.param(spread(pod("p"), 1, "zone", minDomains=3), ZONES_AB, pods_on(n1=1, n3=1),
+                 {"n1": (SKEW, False), "n2": (SKEW, False), "n3": (SKEW, False)},
+                 id="minDomains above the domain count makes the global minimum 0"),
+    pytest.param(spread(pod("p"), 1, "zone", minDomains=2), ZONES_AB, pods_on(n1=1, n3=1),
+                 {}, id="minDomains met"),
+    pytest.param(spread(pod("p"), 1, "zone"), [*ZONES_AB, node("n5")], pods_on(n1=1),
+                 {"n1": (SKEW, False), "n2": (SKEW, False), "n5": (MISSING, True)},
+                 id="node without the topology key"),
+    pytest.param(spread(spread(pod("p"), 1, "zone"), 1, "rack"),
+                 [node("n1", "a", rack="r1"), node("n2", "b"), node("n3", "b", rack="r2")],
+                 pods_on(n2=3),
+                 {"n2": (MISSING, True)},
+                 id="nodes lacking any hard key are not counted"),
+    pytest.param(spread(spread(pod("p"), 1, "zone"), 5, "rack"),
+                 [node("n1", "a", rack="r1"), node("n2", "a"), node("n3", "b", rack="r1")],
+                 pods_on(n1=2),
+                 {"n1": (SKEW, False), "n2": (SKEW, False)},
+                 id="first failing constraint wins"),
+    pytest.param(spread(pod("p"), 1, "zone"), ZONES_AB,
+                 {"n1": [pod("x1", namespace="other"), pod("x2", namespace="other")]},
+                 {}, id="pods of other namespaces do not count"),
+    pytest.param(spread(pod("p"), 1, "zone"), ZONES_AB,
+                 {"n1": [pod("x1", deleting=True), pod("x2", deleting=True)]},
+                 {}, id="terminating pods do not count"),
+    pytest.param(spread(pod("p"), 1, "zone", selector=None), ZONES_AB, pods_on(n1=3),
+                 {}, id="absent labelSelector matches nothing"),
+    pytest.param(spread(pod("p"), 1, "zone", selector={}), ZONES_AB,
+                 {"n1": [pod("x", app="db")]},
+                 {"n1": (SKEW, False), "n2": (SKEW, False)},
+                 id="empty labelSelector matches every pod"),
+    pytest.param(spread(pod("p"), 1, "zone", matchLabelKeys=["rev"]),
+                 ZONES_AB, pods_on(n1=2), {"n1": (SKEW, False), "n2": (SKEW, False)},
+                 id="matchLabelKeys without the label on the pod"),
+])
+def test_filter(incoming: Obj, nodes: list[Obj], pods: dict[str, list[Obj]],
+                expected: dict[str, tuple[str, bool]]) -> None:
+    table = build_table(nodes, pods)
+    result = PodTopologySpread().filter(CycleContext.for_pod(pod_info(incoming), table))
+    assert verdicts(result, table) == expected
+
+
+def test_match_label_keys_narrow_the_selector() -> None:
+    incoming = spread(pod("p"), 1, "zone", matchLabelKeys=["rev"])
+    incoming["metadata"]["labels"]["rev"] = "2"
+    old = pod("old")  # no rev label: another revision
+    new = pod("new")
+    new["metadata"]["labels"]["rev"] = "2"
+    table = build_table(ZONES_AB, {"n1": [old, pod("old2")], "n3": [new]})
+    result = PodTopologySpread().filter(CycleContext.for_pod(pod_info(incoming), table))
+    assert verdicts(result, table) == {"n3": (SKEW, False)}
+
+
+AFFINITY_NODES = [node("n1", "a"), node("n2", "b"), node("n3", "c", tier="batch")]
+
+
+@pytest.mark.parametrize(("policy", "expected"), [
+    pytest.param({}, {}, id="nodeAffinityPolicy Honor by default: zone c not counted"),
+    pytest.param({"nodeAffinityPolicy": "Honor"}, {}, id="nodeAffinityPolicy Honor"),
+    pytest.param({"nodeAffinityPolicy": "Ignore"}, {"n1": (SKEW, False), "n2": (SKEW, False)},
+                 id="nodeAffinityPolicy Ignore: empty zone c is the minimum"),
+])
+def test_node_affinity_policy(policy: dict[str, str],
+                              expected: dict[str, tuple[str, bool]]) -> None:
+    incoming = spread(make_pod("p").label("app", "web").node_affinity_in("zone", "a", "b").obj(),
+                      1, "zone", **policy)
+    table = build_table(AFFINITY_NODES, pods_on(n1=1, n2=1))
+    result = PodTopologySpread().filter(CycleContext.for_pod(pod_info(incoming), table))
+    assert verdicts(result, table) == expected
+
+
+def test_node_selector_counts_as_node_affinity() -> None:
+    incoming = spread(make_pod("p").label("app", "web").node_selector(tier="web").obj(), 1, "zone")
+    nodes = [node("n1", "a", tier="web"), node("n2", "b", tier="web"), node("n3", "c")]
+    table = build_table(nodes, pods_on(n1=1, n2=1))
+    result = PodTopologySpread().filter(CycleContext.for_pod(pod_info(incoming), table))
+    assert verdicts(result, table) == {}
+
+
+def test_node_affinity_mask_from_cycle_state_is_used() -> None:
+    incoming = spread(pod("p"), 1, "zone")  # no node affinity of its own
+    table = build_table(AFFINITY_NODES, pods_on(n1=1, n2=1))
+    ctx = CycleContext.for_pod(pod_info(incoming), table)
+    ctx.state["NodeAffinity/required"] = np.array([True, True, False])
+    assert verdicts(PodTopologySpread().filter(ctx), table) == {
+        "n1": (SKEW, False), "n2": (SKEW, False)}
+    # The provided mask is only consulted when the pod has node affinity of its own.
+    # (Computed from the pod, zone=a, only n1 would be counted and every node would fit.)
+    incoming = spread(make_pod("p").label("app", "web").node_selector(zone="a").obj(), 1, "zone")
+    ctx = CycleContext.for_pod(pod_info(incoming), table)
+    ctx.state["NodeAffinity/required"] = np.array([True, False, True])
+    assert verdicts(PodTopologySpread().filter(ctx), table) == {"n1": (SKEW, False)}
+
+
+TAINTED = [node("n1", "a"), node("n2", "b"),
+           make_node("n3").label("zone", "c").label(HOST, "n3").taint("dedicated", "gpu").obj()]
+
+
+@pytest.mark.parametrize(("policy", "tolerate", "expected"), [
+    pytest.param({}, False, {"n1": (SKEW, False), "n2": (SKEW, False)},
+                 id="nodeTaintsPolicy Ignore by default: tainted zone counts"),
+    pytest.param({"nodeTaintsPolicy": "Honor"}, False, {},
+                 id="nodeTaintsPolicy Honor: untolerated tainted zone not counted"),
+    pytest.param({"nodeTaintsPolicy": "Honor"}, True, {"n1": (SKEW, False), "n2": (SKEW, False)},
+                 id="nodeTaintsPolicy Honor: tolerated taint counts"),
+])
+def test_node_taints_policy(policy: dict[str, str], tolerate: bool,
+                            expected: dict[str, tuple[str, bool]]) -> None:
+    b = make_pod("p").label("app", "web")
+    if tolerate:
+        b.toleration("dedicated", "gpu", effect="NoSchedule")
+    incoming = spread(b.obj(), 1, "zone", **policy)
+    table = build_table(TAINTED, pods_on(n1=1, n2=1))
+    result = PodTopologySpread().filter(CycleContext.for_pod(pod_info(incoming), table))
+    assert verdicts(result, table) == expected
+
+
+def test_no_hard_constraints_pass_everything() -> None:
+    table = build_table(ZONES_AB, pods_on(n1=3))
+    plugin = PodTopologySpread()
+    assert plugin.filter(CycleContext.for_pod(pod_info(pod("p")), table)).passed is None
+    soft = spread(pod("p"), 1, "zone", when="ScheduleAnyway")
+    assert plugin.filter(CycleContext.for_pod(pod_info(soft), table)).passed is None
+    assert PodTopologySpread.name == NAME == "PodTopologySpread"
+
+
+def test_holes_get_no_reason() -> None:
+    table = build_table([*ZONES_AB, node("gone", "a")], pods_on(n1=2), removed=["gone"])
+    result = PodTopologySpread().filter(CycleContext.for_pod(
+        pod_info(spread(pod("p"), 1, "zone")), table))
+    assert result.passed is not None
+    hole = 3
+    assert not table.valid[hole]
+    assert not any(r.failed[hole] for r in result.reasons)
+    assert verdicts(result, table) == {"n1": (SKEW, False), "n2": (SKEW, False)}
+
+
+def test_counts_follow_table_changes() -> None:
+    table = build_table(ZONES_AB, pods_on(n1=1, n3=1))
+    plugin = PodTopologySpread()
+    incoming = pod_info(spread(pod("p"), 1, "zone"))
+    assert verdicts(plugin.filter(CycleContext.for_pod(incoming, table)), table) == {}
+    table.add_pod(table.slots["n1"], pod_info(pod("more")))
+    assert verdicts(plugin.filter(CycleContext.for_pod(incoming, table)), table) == {
+        "n1": (SKEW, False), "n2": (SKEW, False)}
+    # The pod starts terminating: the cache replaces it (remove + add).
+    table.remove_pod(table.slots["n1"], "uid-default-more")
+    table.add_pod(table.slots["n1"], pod_info(pod("more", deleting=True)))
+    assert verdicts(plugin.filter(CycleContext.for_pod(incoming, table)), table) == {}
+
+
+# -- score --------------------------------------------------------------------------------------
+
+def scores(incoming: Obj, nodes: list[Obj], pods: dict[str, list[Obj]],
+           feasible: Sequence[str] | None = None) -> dict[str, int]:
+    table = build_table(nodes, pods)
+    mask = table.valid[: table.n].copy()
+    if feasible is not None:
+        mask &= np.array([name in feasible for name in table.names[: table.n]])
+    out = PodTopologySpread().score(CycleContext.for_pod(pod_info(incoming), table), mask)
+    return {table.names[s]: int(out[s]) for s in range(table.n) if mask[s]}
+
+
+def soft(max_skew: int, key: str, obj: Obj | None = None, **extra: Any) -> Obj:
+    return spread(obj if obj is not None else pod("p"), max_skew, key, when="ScheduleAnyway",
+                  **extra)
+
+
+@pytest.mark.parametrize(("incoming", "nodes", "pods", "feasible", "expected"), [
+    # weight log(2+2); raw a=round(2*1.386)=3, b=round(1.386)=1; 100*(3+1-s)/3
+    pytest.param(soft(1, "zone"), ZONES_AB, pods_on(n1=2, n3=1), None,
+                 {"n1": 33, "n2": 33, "n3": 100}, id="zone counts, inverse normalization"),
+    # weight log(3+2)=1.609; raw 3, 0, 2; 100*(3+0-s)/3
+    pytest.param(soft(1, HOST), ZONES_AB, pods_on(n1=2, n3=1), None,
+                 {"n1": 0, "n2": 100, "n3": 33}, id="hostname counts per node"),
+    # maxSkew 3 adds 2 to every raw score: 5, 5, 3 -> 100*(5+3-s)/5
+    pytest.param(soft(3, "zone"), ZONES_AB, pods_on(n1=2, n3=1), None,
+                 {"n1": 60, "n2": 60, "n3": 100}, id="maxSkew waters the differences down"),
+    pytest.param(soft(1, "zone"), ZONES_AB, {}, None,
+                 {"n1": 100, "n2": 100, "n3": 100}, id="no matching pods: all 100"),
+    pytest.param(soft(1, "zone"), [*ZONES_AB, node("n4")], pods_on(n1=2, n3=1), None,
+                 {"n1": 33, "n2": 33, "n3": 100, "n4": 0}, id="node without the key scores 0"),
+    # Only n1, n3 feasible; weight log(2+2) still; counts over all nodes of those domains.
+    pytest.param(soft(1, "zone"), ZONES_AB, pods_on(n2=2, n3=1), ["n1", "n3"],
+                 {"n1": 33, "n3": 100}, id="domain counts include infeasible nodes"),
+    # Zone c not among feasible nodes: its pods are not counted anywhere, weight log(2+2).
+    pytest.param(soft(1, "zone"), ZONES_ABC, pods_on(n4=5, n1=1), ["n1", "n2", "n3"],
+                 {"n1": 0, "n2": 0, "n3": 100}, id="domains outside the feasible set ignored"),
+    # Two constraints: zone (log 4) + hostname (log 5), per node n1: 2*1.386+2*1.609=5.99->6,
+    # n2: 2.77+0=2.77->3, n3: 1.386+1.609=2.996->3; 100*(6+3-s)/6
+    pytest.param(soft(1, HOST, soft(1, "zone")), ZONES_AB, pods_on(n1=2, n3=1), None,
+                 {"n1": 50, "n2": 100, "n3": 100}, id="zone and hostname together"),
+    pytest.param(spread(pod("p"), 1, "zone"), ZONES_AB, pods_on(n1=2), None,
+                 {"n1": 0, "n2": 0, "n3": 0}, id="hard constraints only: no score"),
+])
+def test_score(incoming: Obj, nodes: list[Obj], pods: dict[str, list[Obj]],
+               feasible: list[str] | None, expected: dict[str, int]) -> None:
+    assert scores(incoming, nodes, pods, feasible) == expected
+
+
+@pytest.mark.parametrize(("policy", "expected"), [
+    # Honor: n2 (zone a, no tier=web) is not counted: a=0, b=1 -> raw 0, 1.
+    pytest.param("Honor", {"n1": 100, "n3": 0}, id="nodeAffinityPolicy Honor"),
+    # Ignore: a=4 -> raw round(4*log 4)=6, b -> 1: 100*(6+1-s)//6.
+    pytest.param("Ignore", {"n1": 16, "n3": 100}, id="nodeAffinityPolicy Ignore"),
+])
+def test_score_node_affinity_policy(policy: str, expected: dict[str, int]) -> None:
+    nodes = [node("n1", "a", tier="web"), node("n2", "a"), node("n3", "b", tier="web")]
+    incoming = soft(1, "zone", make_pod("p").label("app", "web").node_selector(tier="web").obj(),
+                    nodeAffinityPolicy=policy)
+    assert scores(incoming, nodes, pods_on(n2=4, n3=1), ["n1", "n3"]) == expected
+
+
+def test_go_rounding_is_half_away_from_zero() -> None:
+    from pyscheduler.plugins.pod_topology_spread import _go_round
+    got = _go_round(np.array([0.5, 1.5, 2.5, 2.4999999999999996, 0.49999999999999994, -0.5]))
+    assert got.tolist() == [1, 2, 3, 2, 0, -1]
