@@ -27,13 +27,45 @@ sleep 1
 k get pods -o wide
 k get events --field-selector involvedObject.name=pinned
 
-say "Controllers: a Deployment makes a ReplicaSet and pods (Pending: no scheduler runs here yet)"
-k create deployment web --image=nginx:1.27 --replicas=3
+say "pyscheduler runs next to it (pods choose it with spec.schedulerName: pyscheduler)"
+pyscheduler run --kubeconfig "$KUBECONFIG" --config "$workdir/scheduler.yaml" --log-format json \
+  >"$workdir/scheduler.log" 2>&1 &
+sched=$!
+trap 'kill $sched $sim 2>/dev/null; wait $sched $sim 2>/dev/null || true' EXIT
+for _ in $(seq 100); do curl -sf http://127.0.0.1:10259/readyz >/dev/null 2>&1 && break; sleep 0.1; done
+echo "(scheduler log: $workdir/scheduler.log; metrics: http://127.0.0.1:10259/metrics)"
+echo
+
+say "Workloads with spread, anti-affinity, taints and GPUs, node preferences, and two pods that cannot fit"
+k apply -f examples/workloads.yaml
+for _ in $(seq 100); do
+  running=$(kubectl --cache-dir "$cache" get pods --field-selector status.phase=Running -o name | wc -l)
+  reported=$(kubectl --cache-dir "$cache" get pod wants-nvme \
+    -o jsonpath='{.status.conditions[?(@.type=="PodScheduled")].status}')
+  [ "$running" -ge 16 ] && [ "$reported" = False ] && break; sleep 0.2
+done
+k get pods -o wide --sort-by=.spec.nodeName
+echo "== Placement by node"
+kubectl --cache-dir "$cache" get pods -o json | python hack/placement.py
+echo
+k describe pod wants-nvme | sed -n '/^Conditions/,$p'
+echo "\$ kubectl get pod too-big -o jsonpath='{.metadata.annotations.wssp/decision}'"
+kubectl --cache-dir "$cache" get pod too-big -o jsonpath='{.metadata.annotations.wssp/decision}'
+echo; echo
+
+say "A new node that fits: the waiting pod is scheduled at once"
+k label node general-3 disk=nvme
 sleep 1
-k get deployments,replicasets,pods
-k scale deployment web --replicas=1
-sleep 1
-k get pods -l app=web
+k get pod wants-nvme -o wide
+
+say "Controllers: scaling a Deployment down deletes pods in kube's order"
+k scale deployment web --replicas=3
+sleep 1.5
+k get pods -l app=web -o wide
+
+echo "== Scheduler metrics (kube-scheduler's names)"
+curl -s http://127.0.0.1:10259/metrics | grep -E '^scheduler_schedule_attempts_total|^scheduler_pending_pods' || true
+echo
 
 say "Fault injection: a node that goes NotReady gets the node lifecycle taints"
 k annotate node general-1 sim.pyscheduler.io/condition=NotReady
@@ -41,7 +73,7 @@ sleep 1
 k get node general-1 -o 'custom-columns=NAME:.metadata.name,READY:.status.conditions[?(@.type=="Ready")].status,TAINTS:.spec.taints[*].key'
 k annotate node general-1 sim.pyscheduler.io/condition=Ready --overwrite
 
-k delete deployment web
+k delete -f examples/workloads.yaml --wait=false
 k delete pod pinned
 
 cat <<TXT
@@ -49,6 +81,8 @@ cat <<TXT
    .venv/bin/pyscheduler sim up --workdir $workdir --cluster examples/cluster.yaml &
    export KUBECONFIG=$PWD/$workdir/kubeconfig
    kubectl get nodes
+   .venv/bin/pyscheduler run --kubeconfig $workdir/kubeconfig --config $workdir/scheduler.yaml &
+   kubectl apply -f examples/workloads.yaml
 TXT
 if [ "${KEEP:-0}" = 1 ]; then
   echo "(KEEP=1: the cluster keeps running; Ctrl-C stops it)"; wait $sim

@@ -45,6 +45,7 @@ __all__ = [
     "IntArray",
     "NodeInfo",
     "NodeTable",
+    "RowView",
     "Taint",
     "node_info",
 ]
@@ -381,3 +382,70 @@ class NodeTable:
             if ip == "0.0.0.0" or used_ip == "0.0.0.0" or used_ip == ip:
                 out |= counts[: self.n] > 0
         return out
+
+
+class _SlicedMasks(Mapping[Any, Any]):
+    """A read-only mapping of row-indexed arrays, each restricted to ``rows``."""
+
+    __slots__ = ("_base", "_rows")
+
+    def __init__(self, base: Mapping[Any, Any], rows: npt.NDArray[np.intp]) -> None:
+        self._base = base
+        self._rows = rows
+
+    def __getitem__(self, key: Any) -> Any:
+        value = self._base[key]
+        if isinstance(value, dict):
+            return _SlicedMasks(value, self._rows)
+        return value[self._rows]
+
+    def __iter__(self) -> Any:
+        return iter(self._base)
+
+    def __len__(self) -> int:
+        return len(self._base)
+
+
+class RowView:
+    """Some rows of a :class:`NodeTable`, with the table's shape (``n`` = number of rows).
+
+    Plugins whose verdict for a node depends only on that node's row ("row-local" plugins) can
+    run on a view holding just the rows that changed since their last run, instead of on every
+    node; the pipeline's incremental path relies on this.
+    """
+
+    def __init__(self, table: NodeTable, rows: npt.NDArray[np.intp]) -> None:
+        self.base = table
+        self.rows = rows
+        self.n = len(rows)
+        self.capacity = self.n
+        self.generation = table.generation
+        self.resources = table.resources
+        self.resource_index = table.resource_index
+        self.allocatable = table.allocatable[rows]
+        self.requested = table.requested[rows]
+        self.nonzero = table.nonzero[rows]
+        self.valid = table.valid[rows]
+        self.unschedulable = table.unschedulable[rows]
+        self.names = [table.names[r] for r in rows.tolist()]
+        self.slots = {name: i for i, name in enumerate(self.names) if name}
+        self.infos = [table.infos[r] for r in rows.tolist()]
+        self.pods = [table.pods[r] for r in rows.tolist()]
+        self.label_index = _SlicedMasks(table.label_index, rows)
+        self.label_keys = _SlicedMasks(table.label_keys, rows)
+        self.taint_index = _SlicedMasks(table.taint_index, rows)
+        self.port_index = _SlicedMasks(table.port_index, rows)
+
+    def request_vector(self, pod: PodInfo) -> IntArray:
+        return self.base.request_vector(pod)
+
+    def label_mask(self, key: str, value: str) -> BoolArray:
+        mask = self.base.label_index.get(key, {}).get(value)
+        return mask[self.rows] if mask is not None else np.zeros(self.n, np.bool_)
+
+    def has_label(self, key: str) -> BoolArray:
+        mask = self.base.label_keys.get(key)
+        return mask[self.rows] if mask is not None else np.zeros(self.n, np.bool_)
+
+    def port_conflicts(self, protocol: str, port: int, ip: str) -> BoolArray:
+        return self.base.port_conflicts(protocol, port, ip)[self.rows]

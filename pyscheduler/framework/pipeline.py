@@ -26,7 +26,7 @@ import collections
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Literal, cast
 
 import numpy as np
 
@@ -36,7 +36,7 @@ from pyscheduler.framework.interface import (
     FilterResult,
     ScorePlugin,
 )
-from pyscheduler.framework.nodetable import BoolArray, IntArray
+from pyscheduler.framework.nodetable import BoolArray, IntArray, NodeTable, RowView
 
 __all__ = [
     "Diagnosis",
@@ -62,6 +62,31 @@ class Profile:
     filters: tuple[FilterPlugin, ...]
     scores: tuple[tuple[ScorePlugin, int], ...]
     percentage_of_nodes_to_score: int = 100
+    # Plugins whose answer for a node depends only on that node's row and the pod: the
+    # pipeline may recompute them for changed rows only (see Pipeline._incremental).
+    row_local_filters: frozenset[str] = frozenset()
+    row_local_scores: frozenset[str] = frozenset()
+
+
+class _RowLocalMemo:
+    """Combined row-local verdicts and weighted scores for one pod signature."""
+
+    __slots__ = ("n", "generation", "feasible", "score")
+
+    def __init__(self, n: int, generation: int, feasible: BoolArray, score: IntArray) -> None:
+        self.n = n
+        self.generation = generation
+        self.feasible = feasible
+        self.score = score
+
+
+def row_local_signature(ctx: CycleContext) -> tuple[object, ...]:
+    """Everything of the pod that row-local plugins read: pods with equal signatures get equal
+    row-local answers on equal rows."""
+    pod = ctx.pod
+    return (tuple(ctx.request.tolist()), pod.nonzero_cpu, pod.nonzero_memory, pod.tolerations,
+            pod.node_name, tuple(sorted(pod.node_selector.items())), pod.required_terms,
+            pod.host_ports)
 
 
 @dataclass(frozen=True, slots=True)
@@ -147,10 +172,92 @@ def nodes_to_score(n: int, percentage: int) -> int:
 
 
 class Pipeline:
-    def __init__(self, profile: Profile, *, seed: int | None = None) -> None:
+    MEMO_SIZE = 64
+
+    def __init__(self, profile: Profile, *, seed: int | None = None,
+                 incremental: bool = True) -> None:
         self.profile = profile
         self.rng = np.random.default_rng(seed)
         self._next_start = 0
+        self.incremental = incremental and bool(profile.row_local_filters
+                                                or profile.row_local_scores)
+        self._memo: collections.OrderedDict[tuple[object, ...], _RowLocalMemo] = \
+            collections.OrderedDict()
+        self._rl_filters = tuple(p for p in profile.filters
+                                 if p.name in profile.row_local_filters)
+        self._other_filters = tuple(p for p in profile.filters
+                                    if p.name not in profile.row_local_filters)
+        self._rl_scores = tuple((p, w) for p, w in profile.scores
+                                if w and p.name in profile.row_local_scores)
+        self._other_scores = tuple((p, w) for p, w in profile.scores
+                                   if w and p.name not in profile.row_local_scores)
+
+    def _row_local(self, ctx: CycleContext) -> _RowLocalMemo:
+        """Row-local verdicts and scores for every row, recomputing only rows that changed
+        since the last pod with the same signature (kube-scheduler once had an "equivalence
+        cache" for the same purpose; here it is exact because the rows say when they changed)."""
+        table = ctx.table
+        n = table.n
+        key = row_local_signature(ctx)
+        memo = self._memo.get(key)
+        if memo is not None and memo.n == n:
+            if memo.generation == table.generation:
+                self._memo.move_to_end(key)
+                return memo
+            rows = np.flatnonzero(table.row_generation[:n] > memo.generation)
+        else:
+            rows = np.arange(n)
+            memo = _RowLocalMemo(n, 0, np.zeros(n, np.bool_), np.zeros(n, np.int64))
+            self._memo[key] = memo
+            if len(self._memo) > self.MEMO_SIZE:
+                self._memo.popitem(last=False)
+        self._memo.move_to_end(key)
+        if len(rows):
+            view = RowView(table, rows)
+            sub = CycleContext(ctx.pod, cast(NodeTable, view), ctx.request, ctx.namespaces, {})
+            feasible = view.valid.copy()
+            for plugin in self._rl_filters:
+                result = plugin.filter(sub)
+                if result.passed is not None:
+                    feasible &= result.passed
+            score = np.zeros(len(rows), np.int64)
+            for scorer, weight in self._rl_scores:
+                score += scorer.score(sub, feasible)[: len(rows)] * weight
+            memo.feasible[rows] = feasible
+            memo.score[rows] = score
+        memo.generation = table.generation
+        return memo
+
+    def _incremental(self, ctx: CycleContext) -> ScheduleResult | None:
+        """The fast path; None when nothing fits (the caller reruns in full to diagnose)."""
+        t0 = time.perf_counter()
+        memo = self._row_local(ctx)
+        feasible = memo.feasible.copy()
+        for plugin in self._other_filters:
+            result = plugin.filter(ctx)
+            if result.passed is not None:
+                feasible &= result.passed[: len(feasible)]
+        feasible = self._limit(feasible)
+        count = int(feasible.sum())
+        if count == 0:
+            return None
+        t1 = time.perf_counter()
+        outcome = FilterOutcome(feasible, ctx.nodes())
+        if count == 1:
+            slot = int(np.flatnonzero(feasible)[0])
+            return ScheduleResult(ctx.table.names[slot], slot, outcome, feasible_count=1,
+                                  filter_seconds=t1 - t0)
+        total = memo.score.copy()
+        for scorer, weight in self._other_scores:
+            total += scorer.score(ctx, feasible)[: len(total)] * weight
+        slot = self._select(feasible, total)
+        return ScheduleResult(ctx.table.names[slot], slot, outcome, total, None, count,
+                              filter_seconds=t1 - t0, score_seconds=time.perf_counter() - t1)
+
+    def _select(self, feasible: BoolArray, total: IntArray) -> int:
+        masked = np.where(feasible, total, np.iinfo(np.int64).min)
+        ties = np.flatnonzero(masked == masked.max())
+        return int(ties[0] if len(ties) == 1 else ties[self.rng.integers(len(ties))])
 
     def filter(self, ctx: CycleContext, override: StageOverride | None = None,
                timings: dict[tuple[str, str], float] | None = None) -> FilterOutcome:
@@ -214,6 +321,10 @@ class Pipeline:
     def schedule(self, ctx: CycleContext, override: StageOverride | None = None, *,
                  explain: bool = False, sample: bool = False) -> ScheduleResult:
         """One attempt. ``sample`` also times every plugin (for plugin metrics)."""
+        if self.incremental and override is None and not explain and not sample:
+            fast = self._incremental(ctx)
+            if fast is not None:
+                return fast
         timings: dict[tuple[str, str], float] | None = {} if sample else None
         t0 = time.perf_counter()
         filtered = self.filter(ctx, override, timings)
@@ -229,10 +340,7 @@ class Pipeline:
                                   filter_seconds=t1 - t0, plugin_seconds=timings)
         total, per_plugin = self.score(ctx, feasible, override, keep_per_plugin=explain,
                                        timings=timings)
-        masked = np.where(feasible, total, np.iinfo(np.int64).min)
-        best = masked.max()
-        ties = np.flatnonzero(masked == best)
-        slot = int(ties[0] if len(ties) == 1 else ties[self.rng.integers(len(ties))])
+        slot = self._select(feasible, total)
         return ScheduleResult(ctx.table.names[slot], slot, filtered, total,
                               per_plugin if explain else None, count,
                               filter_seconds=t1 - t0, score_seconds=time.perf_counter() - t1,

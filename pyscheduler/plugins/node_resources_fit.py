@@ -177,15 +177,17 @@ class NodeResourcesFit:
             return self._most_free_memory(ctx, feasible)
         table, n, request = ctx.table, ctx.n, ctx.request
         least = self.strategy == LEAST_ALLOCATED
-        total = ctx.zeros()
-        weights = ctx.zeros()
+        # Gather the scored resources as (n, k) matrices so each step is one array operation.
+        alloc_cols: list[IntArray] = []
+        req_cols: list[IntArray] = []
+        weights: list[int] = []
         for resource, weight in self.resources:
             if resource == "cpu":
-                alloc = table.allocatable[:n, CPU]
-                req = table.nonzero[:n, 0] + ctx.pod.nonzero_cpu
+                alloc_cols.append(table.allocatable[:n, CPU])
+                req_cols.append(table.nonzero[:n, 0] + ctx.pod.nonzero_cpu)
             elif resource == "memory":
-                alloc = table.allocatable[:n, MEMORY]
-                req = table.nonzero[:n, 1] + ctx.pod.nonzero_memory
+                alloc_cols.append(table.allocatable[:n, MEMORY])
+                req_cols.append(table.nonzero[:n, 1] + ctx.pod.nonzero_memory)
             else:
                 column = table.resource_index.get(resource)
                 if column is None or column == PODS:
@@ -193,17 +195,30 @@ class NodeResourcesFit:
                 amount = int(request[column]) if column < len(request) else 0
                 if amount == 0 and column != EPHEMERAL_STORAGE:
                     continue  # kube bypasses extended resources the pod does not request
-                alloc = table.allocatable[:n, column]
-                req = table.requested[:n, column] + amount
-            present = alloc > 0
-            safe_alloc = np.where(present, alloc, 1)
-            if least:
-                part = np.where(req > alloc, 0, (alloc - req) * MAX_NODE_SCORE // safe_alloc)
-            else:
-                part = np.minimum(req, alloc) * MAX_NODE_SCORE // safe_alloc
-            total += np.where(present, part * weight, 0)
-            weights += np.where(present, weight, 0)
-        out: IntArray = np.where(weights > 0, total // np.maximum(weights, 1), 0)
+                alloc_cols.append(table.allocatable[:n, column])
+                req_cols.append(table.requested[:n, column] + amount)
+            weights.append(weight)
+        if not weights:
+            return ctx.zeros()
+        alloc = np.stack(alloc_cols, axis=1).astype(np.float64)
+        req = np.stack(req_cols, axis=1).astype(np.float64)
+        w = np.asarray(weights, np.float64)
+        present = alloc > 0
+        all_present = bool(present.all())
+        safe = alloc if all_present else np.where(present, alloc, 1.0)
+        # kube's integer arithmetic, done in float64: every value here is an integer below
+        # 2**53, so the floored quotients are exactly Go's int64 divisions.
+        if least:
+            part = np.maximum(np.floor((alloc - req) * MAX_NODE_SCORE / safe), 0.0)
+        else:
+            part = np.floor(np.minimum(req, alloc) * MAX_NODE_SCORE / safe)
+        if all_present:
+            out: IntArray = np.floor((part @ w) / w.sum()).astype(np.int64)
+            return out
+        weight_sum = present @ w
+        total = (part * present) @ w
+        out = np.where(weight_sum > 0, np.floor(total / np.maximum(weight_sum, 1.0)), 0.0
+                       ).astype(np.int64)
         return out
 
     def _most_free_memory(self, ctx: CycleContext, feasible: BoolArray) -> IntArray:

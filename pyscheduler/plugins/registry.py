@@ -60,5 +60,15 @@ def build_profile(config: SchedulerConfig) -> Profile:
     filters: tuple[FilterPlugin, ...] = tuple(get(n) for n in config.plugins.filter)
     scores: tuple[tuple[ScorePlugin, int], ...] = tuple(
         (get(p.name), p.weight) for p in config.plugins.score)
+    # Row-local plugins: a node's answer depends on that node's row and the pod only.
+    # Scores normalized over all nodes (NodeAffinity, TaintToleration, PodTopologySpread,
+    # InterPodAffinity, MostFreeMemory) and cross-node filters are not row-local.
+    row_local_filters = frozenset({NodeUnschedulable.name, NodeName.name, TaintToleration.name,
+                                   NodeAffinity.name, NodePorts.name, NodeResourcesFit.name})
+    row_local_scores = {BalancedAllocation.name}
+    if config.scoring_strategy.type != "MostFreeMemory":
+        row_local_scores.add(NodeResourcesFit.name)
     return Profile(config.scheduler_name, filters, scores,
-                   config.percentage_of_nodes_to_score)
+                   config.percentage_of_nodes_to_score,
+                   row_local_filters=row_local_filters,
+                   row_local_scores=frozenset(row_local_scores))

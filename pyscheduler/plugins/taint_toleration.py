@@ -88,10 +88,13 @@ class TaintToleration:
     def score(self, ctx: CycleContext, feasible: BoolArray) -> IntArray:
         n = ctx.n
         prefer = [t for t in ctx.pod.tolerations if t.effect in ("", _PREFER_NO_SCHEDULE)]
-        raw = ctx.zeros()
+        raw: IntArray | None = None
         for taint, mask in ctx.table.taint_index.items():
             if taint.effect == _PREFER_NO_SCHEDULE and not _tolerated(prefer, taint):
-                raw += mask[:n]
+                raw = (raw if raw is not None else ctx.zeros()) + mask[:n]
+        if raw is None:
+            # No intolerable PreferNoSchedule taint anywhere: every node scores the maximum.
+            return np.full(n, MAX_NODE_SCORE, np.int64)
         scored = feasible[:n] & ctx.nodes()
         top = int(np.max(raw, where=scored, initial=0))
         if top == 0:

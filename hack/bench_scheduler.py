@@ -1,0 +1,318 @@
+"""Scheduler benchmarks in the style of Kubernetes' scheduler_perf (figures, no assertions).
+
+Scenarios use nodes of 4 CPU / 32Gi / 110 pods and pods requesting 100m / 500Mi.
+
+* ``algorithm``: the scheduling algorithm alone (no API server): a cache with N nodes and some
+  initial pods, then every measured pod goes through the full pipeline (every node filtered and
+  scored) and is assumed on its node. Reports pods/s and attempt latency percentiles.
+* ``e2e``: ``pyscheduler sim up`` (bound pods stay Pending, as on scheduler_perf's fake nodes)
+  and ``pyscheduler run`` in separate processes; initial pods are created and scheduled, then the
+  measured pods are created while a watcher counts bindings in 1 s samples (first dropped).
+  Reports throughput average/p50/p90/p99, scheduler CPU seconds per 1000 pods, the scheduler's
+  peak RSS, its attempt latency percentiles (from its own /metrics), and the bind ceiling of the
+  same API server measured right after with concurrent binding clients.
+
+Results are printed as a table and written as JSON (``--json FILE``).
+
+    python hack/bench_scheduler.py algorithm --nodes 5000 --pods 10000
+    python hack/bench_scheduler.py e2e --nodes 5000 --initial 1000 --pods 10000
+    python hack/bench_scheduler.py all        # the three scheduler_perf scenarios + algorithm
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import yaml
+
+from pyscheduler.config import parse_config
+from pyscheduler.framework.cache import Cache
+from pyscheduler.framework.interface import CycleContext
+from pyscheduler.framework.nodetable import node_info
+from pyscheduler.framework.pipeline import Pipeline
+from pyscheduler.framework.pod import pod_info
+from pyscheduler.plugins.registry import build_profile
+
+sys.path.insert(0, str(Path(__file__).parent))
+from bench_apiserver import Client, rate_samples, rss_kib  # noqa: E402
+
+
+def node_obj(i: int) -> dict[str, Any]:
+    return {"metadata": {"name": f"node-{i}", "labels": {
+        "kubernetes.io/hostname": f"node-{i}", "topology.kubernetes.io/zone": f"zone-{i % 3}"}},
+            "status": {"allocatable": {"cpu": "4", "memory": "32Gi", "pods": "110"}}}
+
+
+def pod_obj(i: int, prefix: str = "pod", node: str = "") -> dict[str, Any]:
+    spec: dict[str, Any] = {"schedulerName": "pyscheduler", "containers": [{
+        "name": "c", "image": "registry.k8s.io/pause:3.10",
+        "resources": {"requests": {"cpu": "100m", "memory": "500Mi"}}}]}
+    if node:
+        spec["nodeName"] = node
+    return {"metadata": {"name": f"{prefix}-{i}", "namespace": "bench", "uid": f"{prefix}-{i}"},
+            "spec": spec}
+
+
+def percentiles(values: list[float]) -> dict[str, float]:
+    arr = np.asarray(values)
+    return {"p50": float(np.percentile(arr, 50)), "p90": float(np.percentile(arr, 90)),
+            "p99": float(np.percentile(arr, 99))}
+
+
+def bench_algorithm(nodes: int, initial: int, pods: int) -> dict[str, Any]:
+    config = parse_config({}, "bench")
+    cache = Cache()
+    for i in range(nodes):
+        cache.set_node(node_info(node_obj(i)))
+    for i in range(initial):
+        cache.add_pod(pod_info(pod_obj(i, "init", f"node-{i % nodes}")))
+    pipeline = Pipeline(build_profile(config), seed=1)
+    parsed = [pod_info(pod_obj(i)) for i in range(pods)]
+    latencies = []
+    start = time.perf_counter()
+    unschedulable = 0
+    for pod in parsed:
+        t = time.perf_counter()
+        ctx = CycleContext.for_pod(pod, cache.table)
+        result = pipeline.schedule(ctx)
+        if result.node is None:
+            unschedulable += 1
+        else:
+            cache.assume(pod, result.node)
+        latencies.append(time.perf_counter() - t)
+    elapsed = time.perf_counter() - start
+    t = time.perf_counter()
+    for i in range(min(pods, 2000)):
+        pod_info(pod_obj(i, "parse"))
+    parse_us = (time.perf_counter() - t) / min(pods, 2000) * 1e6
+    return {"scenario": f"algorithm {nodes} nodes / {initial} initial / {pods} pods",
+            "pods_per_second": pods / elapsed, "unschedulable": unschedulable,
+            "attempt_ms": {k: v * 1000 for k, v in percentiles(latencies).items()},
+            "pod_parse_us": parse_us}
+
+
+def _proc_cpu_seconds(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _metric_quantiles(text: str, name: str) -> dict[str, float]:
+    """p50/p99 from a Prometheus histogram's cumulative buckets (summed over labels)."""
+    buckets: dict[float, float] = {}
+    for line in text.splitlines():
+        if line.startswith(name + "_bucket{"):
+            le = line.split('le="', 1)[1].split('"', 1)[0]
+            bound = float("inf") if le == "+Inf" else float(le)
+            buckets[bound] = buckets.get(bound, 0.0) + float(line.rsplit(" ", 1)[1])
+    if not buckets:
+        return {}
+    bounds = sorted(buckets)
+    total = buckets[bounds[-1]]
+    out = {}
+    for q in (0.5, 0.99):
+        for b in bounds:
+            if buckets[b] >= q * total:
+                out[f"p{int(q * 100)}_le_ms"] = b * 1000
+                break
+    return out
+
+
+async def _e2e(args: argparse.Namespace, workdir: Path, sched_pid: int,
+               metrics_port: int) -> dict[str, Any]:
+    import aiohttp
+    import orjson
+
+    c = Client(workdir / "kubeconfig", args.concurrency)
+    try:
+        await c.request("POST", "/api/v1/namespaces", {"metadata": {"name": "bench"}})
+        bound = 0
+        bound_times: list[float] = []
+        target = args.initial + args.pods
+        done = asyncio.Event()
+        status, body = await c.request("GET", "/api/v1/namespaces/bench/pods?limit=1")
+        rv = orjson.loads(body)["metadata"]["resourceVersion"]
+
+        async def watcher() -> None:
+            nonlocal bound
+            url = (f"{c.base}/api/v1/namespaces/bench/pods?watch=true&resourceVersion={rv}"
+                   f"&timeoutSeconds=1800")
+            async with c.session.get(url) as resp:
+                async for line in resp.content:
+                    ev = orjson.loads(line)
+                    if ev["type"] == "MODIFIED" and ev["object"]["spec"].get("nodeName"):
+                        bound += 1
+                        bound_times.append(time.monotonic())
+                        if bound >= target:
+                            done.set()
+                            return
+
+        watch = asyncio.create_task(watcher())
+
+        async def create_all(prefix: str, n: int) -> None:
+            queue: asyncio.Queue[int] = asyncio.Queue()
+            for i in range(n):
+                queue.put_nowait(i)
+
+            async def worker() -> None:
+                while not queue.empty():
+                    i = queue.get_nowait()
+                    p = pod_obj(i, prefix)
+                    del p["metadata"]["uid"]
+                    status, resp = await c.request("POST", "/api/v1/namespaces/bench/pods", p)
+                    if status != 201:
+                        raise RuntimeError(f"create failed {status}: {resp[:200]!r}")
+            await asyncio.gather(*(worker() for _ in range(args.concurrency)))
+
+        await create_all("init", args.initial)
+        while bound < args.initial:
+            await asyncio.sleep(0.1)
+        cpu0 = _proc_cpu_seconds(sched_pid)
+        measured_from = len(bound_times)
+        t0 = time.monotonic()
+        await create_all("pod", args.pods)
+        try:
+            await asyncio.wait_for(done.wait(), 600)
+        except asyncio.TimeoutError:
+            pass
+        elapsed = time.monotonic() - t0
+        cpu = _proc_cpu_seconds(sched_pid) - cpu0
+        watch.cancel()
+        samples = rate_samples(bound_times[measured_from:])
+        async with aiohttp.ClientSession() as s:
+            async with s.get(f"http://127.0.0.1:{metrics_port}/metrics") as r:
+                metrics_text = await r.text()
+        _, hwm = rss_kib(sched_pid)
+
+        # The bind ceiling of the same server, now: concurrent clients bind fresh pods.
+        await create_all("ceil", args.ceiling_pods)
+        ceiling_nodes = args.nodes
+
+        async def bind(i: int) -> None:
+            body = {"apiVersion": "v1", "kind": "Binding",
+                    "metadata": {"name": f"ceil-{i}", "namespace": "bench"},
+                    "target": {"kind": "Node", "name": f"node-{i % ceiling_nodes}"}}
+            status, resp = await c.request(
+                "POST", f"/api/v1/namespaces/bench/pods/ceil-{i}/binding", body)
+            if status not in (201, 409):
+                raise RuntimeError(f"bind failed {status}: {resp[:200]!r}")
+        tb = time.monotonic()
+        queue = list(range(args.ceiling_pods))
+
+        async def binder() -> None:
+            while queue:
+                await bind(queue.pop())
+        await asyncio.gather(*(binder() for _ in range(args.concurrency)))
+        ceiling = args.ceiling_pods / (time.monotonic() - tb)
+        measured = bound - args.initial
+        return {
+            "scenario": f"e2e {args.nodes} nodes / {args.initial} initial / {args.pods} pods",
+            "scheduled": measured,
+            "pods_per_second": measured / elapsed if elapsed else 0.0,
+            "throughput_samples": {"avg": statistics.mean(samples) if samples else 0.0,
+                                   **({k: float(v) for k, v in zip(
+                                       ("p50", "p90", "p99"),
+                                       np.percentile(samples, [50, 90, 99]))} if samples
+                                      else {})},
+            "scheduler_cpu_seconds_per_1000_pods": cpu / max(measured, 1) * 1000,
+            "scheduler_peak_rss_mib": hwm / 1024,
+            "attempt_latency": _metric_quantiles(
+                metrics_text, "scheduler_scheduling_attempt_duration_seconds"),
+            "bind_ceiling_per_second": ceiling,
+        }
+    finally:
+        await c.session.close()
+
+
+def bench_e2e(args: argparse.Namespace) -> dict[str, Any]:
+    with tempfile.TemporaryDirectory() as tmp:
+        workdir = Path(tmp)
+        (workdir / "cluster.yaml").write_text(yaml.safe_dump({
+            "nodePools": [{"name": "node", "count": args.nodes, "cpu": "4", "memory": "32Gi",
+                           "pods": 110}], "kubelet": {"runPods": False}}))
+        port = 10300 + os.getpid() % 1000
+        (workdir / "sched.yaml").write_text(yaml.safe_dump({
+            "leaderElection": {"enabled": False}, "metricsAddress": f"127.0.0.1:{port}",
+            "logLevel": "warning"}))
+        env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+        sim = subprocess.Popen(
+            [sys.executable, "-m", "pyscheduler.cli", "--log-level", "warning", "sim", "up",
+             "--workdir", str(workdir), "--cluster", str(workdir / "cluster.yaml"),
+             "--watch-history", "50000"],
+            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
+        sched = None
+        try:
+            assert sim.stdout is not None
+            if "listening" not in sim.stdout.readline():
+                raise RuntimeError("the embedded cluster did not start")
+            sched = subprocess.Popen(
+                [sys.executable, "-m", "pyscheduler.cli", "run", "--kubeconfig",
+                 str(workdir / "kubeconfig"), "--config", str(workdir / "sched.yaml")],
+                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
+            time.sleep(2.0)
+            try:
+                import uvloop
+                return uvloop.run(_e2e(args, workdir, sched.pid, port))
+            except ImportError:
+                return asyncio.run(_e2e(args, workdir, sched.pid, port))
+        finally:
+            for proc in (sched, sim):
+                if proc is not None:
+                    proc.send_signal(signal.SIGINT)
+                    try:
+                        proc.wait(20)
+                    except subprocess.TimeoutExpired:
+                        proc.kill()
+
+
+def print_table(results: list[dict[str, Any]]) -> None:
+    for r in results:
+        print(f"\n== {r['scenario']}")
+        for k, v in r.items():
+            if k == "scenario":
+                continue
+            if isinstance(v, dict):
+                v = ", ".join(f"{kk} {vv:.2f}" for kk, vv in v.items())
+            elif isinstance(v, float):
+                v = f"{v:.2f}"
+            print(f"  {k:40s} {v}")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("mode", choices=["algorithm", "e2e", "all"])
+    parser.add_argument("--nodes", type=int, default=5000)
+    parser.add_argument("--initial", type=int, default=1000)
+    parser.add_argument("--pods", type=int, default=10000)
+    parser.add_argument("--concurrency", type=int, default=32)
+    parser.add_argument("--ceiling-pods", type=int, default=5000)
+    parser.add_argument("--json", type=Path, default=None)
+    args = parser.parse_args()
+    results = []
+    if args.mode in ("algorithm", "all"):
+        results.append(bench_algorithm(args.nodes, args.initial, args.pods))
+    if args.mode == "e2e":
+        results.append(bench_e2e(args))
+    if args.mode == "all":
+        for nodes, initial, pods in ((100, 0, 1000), (500, 0, 1000), (5000, 1000, 10000)):
+            results.append(bench_e2e(argparse.Namespace(**{
+                **vars(args), "nodes": nodes, "initial": initial, "pods": pods})))
+    print_table(results)
+    if args.json:
+        args.json.write_text(json.dumps(results, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
