@@ -1,0 +1,117 @@
+"""The scheduler under faults: leader failover, dropped watches, expired watch history."""
+
+from __future__ import annotations
+
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from kubernetes import client, config
+
+from pyscheduler.sim.cluster import ClusterSpec, PoolSpec
+from pyscheduler.sim.harness import BackgroundCluster
+from tests.conftest import SchedulerThread, wait_for
+
+
+@pytest.fixture(scope="module")
+def sim(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BackgroundCluster]:
+    spec = ClusterSpec(pools=[PoolSpec(name="n", count=20, cpu="8", memory="32Gi")],
+                       run_pods=False, lease_renew_seconds=5)
+    # A short watch history, so that a scheduler cut off during a burst must relist (410).
+    with BackgroundCluster(spec, tmp_path_factory.mktemp("faults"), history=60) as c:
+        yield c
+
+
+@pytest.fixture(scope="module")
+def core(sim: BackgroundCluster) -> client.CoreV1Api:
+    return client.CoreV1Api(config.new_client_from_config(config_file=str(sim.kubeconfig)))
+
+
+def make_ns(core: client.CoreV1Api) -> str:
+    name = f"f-{uuid.uuid4().hex[:6]}"
+    core.create_namespace({"metadata": {"name": name}})
+    return name
+
+
+def pod(name: str) -> dict[str, Any]:
+    return {"metadata": {"name": name, "labels": {"app": "f"}},
+            "spec": {"schedulerName": "pyscheduler", "containers": [{
+                "name": "c", "image": "x",
+                "resources": {"requests": {"cpu": "100m", "memory": "128Mi"}}}]}}
+
+
+def bound(core: client.CoreV1Api, ns: str) -> dict[str, str]:
+    return {p.metadata.name: p.spec.node_name for p in core.list_namespaced_pod(ns).items
+            if p.spec.node_name}
+
+
+def scheduled_events(core: client.CoreV1Api, ns: str) -> dict[str, int]:
+    counts: dict[str, int] = {}
+    for e in core.list_namespaced_event(ns).items:
+        if e.reason == "Scheduled":
+            counts[e.involved_object.name] = counts.get(e.involved_object.name, 0) + (
+                e.count or 1)
+    return counts
+
+
+def test_standby_takes_over_when_the_leader_dies(sim: BackgroundCluster,
+                                                 core: client.CoreV1Api) -> None:
+    ns = make_ns(core)
+    election = {"enabled": True, "leaseName": f"lease-{ns}", "leaseDurationSeconds": 2,
+                "renewDeadlineSeconds": 1.5, "retryPeriodSeconds": 0.5}
+    a = SchedulerThread(sim.kubeconfig, leaderElection={**election, "identity": "a"}).start()
+    b = SchedulerThread(sim.kubeconfig, leaderElection={**election, "identity": "b"}).start()
+    try:
+        leaders = wait_for(lambda: [s for s in (a, b) if s.call(lambda s=s: s.app.leading)],
+                           what="a leader")
+        assert len(leaders) == 1
+        leader, standby = (a, b) if leaders[0] is a else (b, a)
+        for i in range(60):
+            core.create_namespaced_pod(ns, pod(f"p{i}"))
+        wait_for(lambda: len(bound(core, ns)) >= 10, what="the leader binding")
+        leader.stop(release=False)  # dies without giving the lease back
+        for i in range(60, 120):
+            core.create_namespaced_pod(ns, pod(f"p{i}"))
+        placed = wait_for(lambda: len(b_ := bound(core, ns)) == 120 and b_, timeout=30,
+                          what="the standby finishing the work")
+        assert standby.call(lambda: standby.app.leading)
+        assert len(placed) == 120
+        # Nobody bound a pod twice: at most one Scheduled event per pod.
+        assert all(n <= 1 for n in scheduled_events(core, ns).values())
+    finally:
+        for s in (a, b):
+            if s.thread.is_alive():
+                s.stop()
+
+
+def test_dropped_watches_and_expired_history_lose_nothing(sim: BackgroundCluster,
+                                                          core: client.CoreV1Api) -> None:
+    ns = make_ns(core)
+    s = SchedulerThread(sim.kubeconfig, leaderElection={"enabled": False}).start()
+    stop = threading.Event()
+
+    def chaos() -> None:
+        abrupt = False
+        while not stop.is_set():
+            time.sleep(0.15)
+            sim.call(lambda a=abrupt: sim.cluster.server.drop_watches(abrupt=a))
+            abrupt = not abrupt
+
+    chaos_thread = threading.Thread(target=chaos, daemon=True)
+    try:
+        chaos_thread.start()
+        for i in range(400):  # far more than the 60-event history: some resumes must relist
+            core.create_namespaced_pod(ns, pod(f"w{i}"))
+        placed = wait_for(lambda: len(b_ := bound(core, ns)) == 400 and b_, timeout=60,
+                          what="all pods bound despite the faults")
+        assert len(placed) == 400
+    finally:
+        stop.set()
+        chaos_thread.join(5)
+        relists = s.call(lambda: s.app.scheduler._pods.relists)
+        s.stop()
+    assert relists >= 1, "the history window never expired: the test did not test a 410"
+    assert all(n <= 1 for n in scheduled_events(core, ns).values())
