@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: venv test typecheck lint-imports unit demo bench bench-apiserver clean
+.PHONY: venv test typecheck lint-imports unit demo bench bench-apiserver bench-scheduler clean
 
 $(STAMP): setup.cfg pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -27,10 +27,14 @@ test: venv typecheck lint-imports
 demo: venv
 	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" bash hack/demo.sh
 
-bench: bench-apiserver
+# Benchmarks print figures and assert nothing about time.
+bench: bench-apiserver bench-scheduler
 
 bench-apiserver: venv
 	$(PY) hack/bench_apiserver.py
+
+bench-scheduler: venv
+	$(PY) hack/bench_scheduler.py all --json bench-scheduler.json
 
 clean:
 	rm -rf $(VENV) .mypy_cache .pytest_cache build *.egg-info
