@@ -121,9 +121,10 @@ class NodeTable:
         self.resources: list[str] = list(BASE_RESOURCES)
         self.resource_index: dict[str, int] = {r: i for i, r in enumerate(self.resources)}
         r = len(self.resources)
-        self.allocatable: IntArray = np.zeros((capacity, r), np.int64)
-        self.requested: IntArray = np.zeros((capacity, r), np.int64)
-        self.nonzero: IntArray = np.zeros((capacity, 2), np.int64)
+        # Column-major: plugins read whole resource columns, which are then contiguous.
+        self.allocatable: IntArray = np.zeros((capacity, r), np.int64, order="F")
+        self.requested: IntArray = np.zeros((capacity, r), np.int64, order="F")
+        self.nonzero: IntArray = np.zeros((capacity, 2), np.int64, order="F")
         self.valid: BoolArray = np.zeros(capacity, np.bool_)
         self.unschedulable: BoolArray = np.zeros(capacity, np.bool_)
         self.row_generation: IntArray = np.zeros(capacity, np.int64)
@@ -147,7 +148,7 @@ class NodeTable:
         cap = self.capacity * 2
 
         def grow(a: Any) -> Any:
-            out = np.zeros((cap, *a.shape[1:]), a.dtype)
+            out = np.zeros((cap, *a.shape[1:]), a.dtype, order="F" if a.ndim == 2 else "C")
             out[: self.capacity] = a
             return out
 
@@ -178,8 +179,8 @@ class NodeTable:
             self.resources.append(name)
             self.resource_index[name] = index
             pad = np.zeros((self.capacity, 1), np.int64)
-            self.allocatable = np.hstack([self.allocatable, pad])
-            self.requested = np.hstack([self.requested, pad])
+            self.allocatable = np.asfortranarray(np.hstack([self.allocatable, pad]))
+            self.requested = np.asfortranarray(np.hstack([self.requested, pad]))
         return index
 
     def request_vector(self, pod: PodInfo) -> IntArray:
@@ -288,8 +289,9 @@ class NodeTable:
         """Count ``pod`` on the node in ``slot`` (idempotent by uid)."""
         if pod.uid in self.pods[slot]:
             return
+        vec = self.request_vector(pod)  # may add resource columns: take it before indexing
         self.pods[slot][pod.uid] = pod
-        self.requested[slot] += self.request_vector(pod)
+        self.requested[slot] += vec
         self.nonzero[slot, 0] += pod.nonzero_cpu
         self.nonzero[slot, 1] += pod.nonzero_memory
         for hp in pod.host_ports:
@@ -311,7 +313,8 @@ class NodeTable:
         return pod
 
     def _unaccount(self, slot: int, pod: PodInfo) -> None:
-        self.requested[slot] -= self.request_vector(pod)
+        vec = self.request_vector(pod)
+        self.requested[slot] -= vec
         self.nonzero[slot, 0] -= pod.nonzero_cpu
         self.nonzero[slot, 1] -= pod.nonzero_memory
         for hp in pod.host_ports:

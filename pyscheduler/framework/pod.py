@@ -17,6 +17,7 @@ for nothing, so best-effort pods still spread.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -223,8 +224,10 @@ def _pod_requests(spec: Obj, problems: list[str]) -> tuple[dict[str, int], int, 
     for i, c in enumerate(containers):
         req = _container_requests(c, f"spec.containers[{i}]", problems)
         _add(total, req)
-        nonzero_cpu += req.get("cpu", 0) or DEFAULT_MILLI_CPU_REQUEST
-        nonzero_mem += req.get("memory", 0) or DEFAULT_MEMORY_REQUEST
+        # kube-scheduler's non-zero defaults apply to requests that are absent, not to an
+        # explicit zero (GetNonzeroRequestForResource).
+        nonzero_cpu += req["cpu"] if "cpu" in req else DEFAULT_MILLI_CPU_REQUEST
+        nonzero_mem += req["memory"] if "memory" in req else DEFAULT_MEMORY_REQUEST
     init_max: dict[str, int] = {}
     sidecars: dict[str, int] = {}
     for i, c in enumerate(spec.get("initContainers") or []):
@@ -273,6 +276,9 @@ def _requirements(items: Any, where: str, problems: list[str],
             if len(values) != 1 or not _is_int(values[0]):
                 problems.append(f"{path}.values: must be a single integer for operator {op}")
                 continue
+        if fields and len(values) != 1:
+            problems.append(f"{path}.values: must be only one value for a node field selector")
+            continue
         if fields and r.get("key") != "metadata.name":
             problems.append(f"{path}.key: only metadata.name is supported in matchFields")
             continue
@@ -280,12 +286,12 @@ def _requirements(items: Any, where: str, problems: list[str],
     return tuple(out)
 
 
+_INT = re.compile(r"[+-]?[0-9]+")
+
+
 def _is_int(s: str) -> bool:
-    try:
-        int(s)
-    except ValueError:
-        return False
-    return True
+    """Go's strconv.Atoi: an optional sign and digits, nothing else (no spaces, no '_')."""
+    return _INT.fullmatch(s) is not None
 
 
 def _node_term(term: Any, where: str, problems: list[str]) -> NodeSelectorTerm | None:

@@ -19,7 +19,9 @@ Copies kube-scheduler's ``pkg/scheduler/framework/plugins/noderesources/balanced
 The float operations are done in the same order as kube's Go code, so the truncated integer
 scores agree exactly (IEEE 754 double arithmetic is the same in numpy and Go).
 
-Vectorized: one pass per configured resource over the table's columns.
+Vectorized: one pass per configured resource over the table's columns; the default
+two-resource case is a short, branch-free sequence of array operations, with rows lacking a
+resource (allocatable 0, including holes) patched afterwards.
 """
 
 from __future__ import annotations
@@ -38,7 +40,6 @@ from pyscheduler.framework.nodetable import (
     PODS,
     BoolArray,
     IntArray,
-    NodeTable,
 )
 
 __all__ = ["DEFAULT_RESOURCES", "NAME", "BalancedAllocation"]
@@ -82,25 +83,58 @@ class BalancedAllocation:
             columns.append((column, amount))
         if best_effort:
             return ctx.zeros()
-        if len(columns) == 2:
-            fast = self._two_resources(table, n, columns)
-            if fast is not None:
-                return fast
-        fractions: list[tuple[_FloatArray, BoolArray]] = []
+        if len(columns) < 2:
+            return np.full(n, MAX_NODE_SCORE, np.int64)  # at most one fraction: std 0
+        fractions: list[tuple[_FloatArray, BoolArray | None]] = []
+        for column, amount in columns:
+            alloc = table.allocatable[:n, column]
+            used = table.requested[:n, column] + amount
+            present: BoolArray | None = alloc > 0
+            if present is not None and present.all():
+                present = None  # every row has it (the common case): no masking needed
+                fraction = used / alloc  # int64 / int64: both converted to float64 first
+            else:
+                fraction = used / np.maximum(alloc, 1)
+            np.minimum(fraction, 1.0, out=fraction)
+            fractions.append((fraction, present))
+        if len(fractions) == 2:
+            return self._two(n, fractions[0], fractions[1])
+        return self._many(n, fractions)
+
+    @staticmethod
+    def _two(n: int, a: tuple[_FloatArray, BoolArray | None],
+             b: tuple[_FloatArray, BoolArray | None]) -> IntArray:
+        """kube's two-resource case, ``std = |(f1 - f2) / 2|``; rows lacking either resource
+        have at most one fraction and score 100."""
+        std = np.subtract(a[0], b[0], out=a[0])
+        std /= 2
+        np.abs(std, out=std)
+        score = np.subtract(1.0, std, out=std)
+        score *= MAX_NODE_SCORE
+        out: IntArray = score.astype(np.int64)  # truncation, like Go's int64()
+        has_a, has_b = a[1], b[1]
+        if has_a is not None and has_b is not None:
+            out[~(has_a & has_b)] = MAX_NODE_SCORE
+        elif has_a is not None:
+            out[~has_a] = MAX_NODE_SCORE
+        elif has_b is not None:
+            out[~has_b] = MAX_NODE_SCORE
+        return out
+
+    @staticmethod
+    def _many(n: int, fractions: list[tuple[_FloatArray, BoolArray | None]]) -> IntArray:
+        """The general case: the fractions present on each row, in resource order."""
+        everywhere = np.ones(n, np.bool_)
         count = np.zeros(n, np.int64)
         total = np.zeros(n, np.float64)
         first = np.zeros(n, np.float64)
         second = np.zeros(n, np.float64)
-        for column, amount in columns:
-            alloc = table.allocatable[:n, column]
-            present = alloc > 0
-            used = (table.requested[:n, column] + amount).astype(np.float64)
-            fraction = np.minimum(used / np.where(present, alloc, 1).astype(np.float64), 1.0)
-            fractions.append((fraction, present))
-            total += np.where(present, fraction, 0.0)
-            first = np.where(present & (count == 0), fraction, first)
-            second = np.where(present & (count == 1), fraction, second)
-            count += present
+        for fraction, present in fractions:
+            has = everywhere if present is None else present
+            total += np.where(has, fraction, 0.0)
+            first = np.where(has & (count == 0), fraction, first)
+            second = np.where(has & (count == 1), fraction, second)
+            count += has
         std = np.where(count == 2, np.abs((first - second) / 2), 0.0)
         many = count > 2
         if many.any():
@@ -108,24 +142,9 @@ class BalancedAllocation:
             mean = total / divisor
             squares = np.zeros(n, np.float64)
             for fraction, present in fractions:
+                has = everywhere if present is None else present
                 deviation = fraction - mean
-                squares += np.where(present, deviation * deviation, 0.0)
+                squares += np.where(has, deviation * deviation, 0.0)
             std = np.where(many, np.sqrt(squares / divisor), std)
-        out: IntArray = ((1.0 - std) * MAX_NODE_SCORE).astype(np.int64)
-        return out
-
-    @staticmethod
-    def _two_resources(table: NodeTable, n: int, columns: list[tuple[int, int]]
-                       ) -> IntArray | None:
-        """The common case (cpu and memory, both present on every node) in a few matrix
-        operations; the same float64 operations in the same order as the general path."""
-        cols = [c for c, _ in columns]
-        alloc = table.allocatable[:n, cols]
-        if not bool((alloc > 0).all()):
-            return None
-        used = (table.requested[:n, cols] + np.asarray([a for _, a in columns], np.int64)
-                ).astype(np.float64)
-        fraction = np.minimum(used / alloc.astype(np.float64), 1.0)
-        std = np.abs((fraction[:, 0] - fraction[:, 1]) / 2)
         out: IntArray = ((1.0 - std) * MAX_NODE_SCORE).astype(np.int64)
         return out

@@ -6,7 +6,8 @@ of ``k8s.io/component-helpers/scheduling/corev1/nodeaffinity``:
 * **Filter.** A node passes when it has every ``nodeSelector`` label with exactly that value
   (``labels.SelectorFromSet``) *and* matches at least one required ``nodeSelectorTerm``. Within a
   term, every ``matchExpressions`` requirement and every ``matchFields`` requirement must hold.
-  Failures are ``node(s) didn't match Pod's node affinity/selector``, ``UnschedulableAndUnresolvable``.
+  Failures are ``node(s) didn't match Pod's node affinity/selector``,
+  ``UnschedulableAndUnresolvable``.
 * **Operators.** ``In`` (label present with one of the values), ``NotIn`` (label absent, or its
   value none of them), ``Exists``, ``DoesNotExist``, ``Gt`` / ``Lt`` (label present and its value
   parses as a base-10 int64, like Go's ``strconv.ParseInt``, strictly greater / smaller than the
@@ -28,13 +29,16 @@ attempt; here it simply matches no node (pod parsing already rejects such terms,
 guards against PodInfo built by hand).
 
 Vectorized: every requirement is a boolean row mask assembled from the table's label indexes
-(``label_mask``, ``has_label``, and for ``Gt``/``Lt`` one pass over the key's distinct values),
-combined with numpy AND/OR; Python loops only run over the pod's terms and requirements.
+(``label_mask``, ``has_label``; ``Gt``/``Lt`` and long ``In`` lists decide per *distinct* value
+and, for keys with many values, spread the answers over the rows with one look-up through the
+table's cached domain ids), combined with numpy AND/OR; Python loops only run over the pod's
+terms and requirements and a key's distinct values.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from functools import lru_cache
 from typing import ClassVar
 
@@ -93,10 +97,36 @@ def prefilter_node_names(terms: tuple[NodeSelectorTerm, ...]) -> frozenset[str] 
     return None if names is None else frozenset(names)
 
 
+#: Above this many distinct values of a key, a per-value predicate is evaluated through the
+#: table's cached domain ids (one gather) rather than by OR-ing one mask per value.
+_DOMAIN_LOOKUP_MIN_VALUES = 8
+
+
+def _label_value_mask(table: NodeTable, n: int, key: str,
+                      accept: Callable[[str], bool]) -> BoolArray:
+    """Rows having label ``key`` with a value ``accept`` approves."""
+    index = table.label_index.get(key)
+    if not index:
+        return np.zeros(n, np.bool_)
+    if len(index) >= _DOMAIN_LOOKUP_MIN_VALUES and isinstance(table, NodeTable):
+        ids, values = table.domains(key)
+        lookup = np.zeros(len(values) + 1, np.bool_)  # the extra False serves id -1 (no label)
+        lookup[:-1] = [accept(v) for v in values]
+        out: BoolArray = lookup[ids]
+        return out
+    out = np.zeros(n, np.bool_)
+    for value, mask in index.items():
+        if accept(value):
+            out |= mask[:n]
+    return out
+
+
 def _values_mask(table: NodeTable, n: int, key: str, values: tuple[str, ...]) -> BoolArray:
     """Rows whose label ``key`` has one of ``values`` (possibly a read-only table view)."""
     if len(values) == 1:
         return table.label_mask(key, values[0])
+    if len(values) >= _DOMAIN_LOOKUP_MIN_VALUES:
+        return _label_value_mask(table, n, key, frozenset(values).__contains__)
     index = table.label_index.get(key, {})
     out = np.zeros(n, np.bool_)
     for v in set(values):
@@ -121,14 +151,20 @@ def _expression_mask(table: NodeTable, n: int, r: NodeSelectorRequirement) -> Bo
         bound = parse_int64(r.values[0]) if len(r.values) == 1 else None
         if bound is None:
             return None
-        out = np.zeros(n, np.bool_)
-        greater = op == "Gt"
-        for value, mask in table.label_index.get(r.key, {}).items():
-            number = parse_int64(value)
-            if number is not None and (number > bound if greater else number < bound):
-                out |= mask[:n]
-        return out
+        if op == "Gt":
+            return _label_value_mask(table, n, r.key, lambda v: _greater(v, bound))
+        return _label_value_mask(table, n, r.key, lambda v: _less(v, bound))
     return None
+
+
+def _greater(value: str, bound: int) -> bool:
+    number = parse_int64(value)
+    return number is not None and number > bound
+
+
+def _less(value: str, bound: int) -> bool:
+    number = parse_int64(value)
+    return number is not None and number < bound
 
 
 def _field_mask(table: NodeTable, n: int, r: NodeSelectorRequirement) -> BoolArray | None:
@@ -168,11 +204,14 @@ def _required_mask(table: NodeTable, n: int, terms: tuple[NodeSelectorTerm, ...]
 
 
 def _normalize(raw: IntArray, scored: BoolArray) -> IntArray:
-    """``helper.DefaultNormalizeScore(MaxNodeScore, false, ...)`` over the ``scored`` rows."""
-    top = int(np.max(raw, where=scored, initial=0))
+    """``helper.DefaultNormalizeScore(MaxNodeScore, false, ...)`` over the ``scored`` rows
+    (rows not scored stay within 0..100 but are otherwise meaningless)."""
+    top = int(raw[scored].max(initial=0))
     if top == 0:
         return np.zeros(len(raw), np.int64)
-    out: IntArray = np.where(scored, raw * MAX_NODE_SCORE // top, 0)
+    raw *= MAX_NODE_SCORE
+    raw //= top
+    out: IntArray = np.minimum(raw, MAX_NODE_SCORE, out=raw)
     return out
 
 

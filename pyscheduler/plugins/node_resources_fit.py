@@ -144,25 +144,24 @@ class NodeResourcesFit:
 
     def filter(self, ctx: CycleContext) -> FilterResult:
         table, n, request = ctx.table, ctx.n, ctx.request
-        allocatable = table.allocatable[:n]
-        requested = table.requested[:n]
-        too_many = requested[:, PODS] + 1 > allocatable[:, PODS]
+        allocatable, requested = table.allocatable, table.requested
+        too_many = requested[:n, PODS] >= allocatable[:n, PODS]  # pods + 1 > allowed pods
         failed = too_many.copy()
         reasons = [Reason(TOO_MANY_PODS, too_many)]
         for column in np.flatnonzero(request).tolist():
-            if column == PODS:
+            if column == PODS or column >= allocatable.shape[1]:
                 continue
-            amount = int(request[column])
             resource = table.resources[column]
             if self._ignored(resource):
                 continue
-            alloc = allocatable[:, column]
-            short = amount > alloc - requested[:, column]
+            amount = request[column]
+            alloc = allocatable[:n, column]
+            short = alloc - requested[:n, column] < amount  # request > allocatable - requested
             if not short.any():
                 continue
             failed |= short
             message = insufficient(resource)
-            hopeless = short & (amount > alloc)
+            hopeless = short & (alloc < amount)
             if hopeless.any():
                 reasons.append(Reason(message, short & ~hopeless))
                 reasons.append(Reason(message, hopeless, True))
@@ -172,63 +171,75 @@ class NodeResourcesFit:
 
     # -- score ---------------------------------------------------------------------------------
 
+    def _usage(self, ctx: CycleContext, resource: str) -> tuple[IntArray, IntArray] | None:
+        """(allocatable, requested including the pod) for one scored resource, or None when
+        the resource is left out for every node (``calculateResourceAllocatableRequest``)."""
+        table, n = ctx.table, ctx.n
+        if resource == "cpu":
+            return table.allocatable[:n, CPU], table.nonzero[:n, 0] + ctx.pod.nonzero_cpu
+        if resource == "memory":
+            return table.allocatable[:n, MEMORY], table.nonzero[:n, 1] + ctx.pod.nonzero_memory
+        column = table.resource_index.get(resource)
+        if column is None or column == PODS:
+            return None  # no node has it / not a scorable resource: allocatable 0 everywhere
+        amount = int(ctx.request[column]) if column < len(ctx.request) else 0
+        if amount == 0 and column != EPHEMERAL_STORAGE:
+            return None  # kube bypasses extended resources the pod does not request
+        return table.allocatable[:n, column], table.requested[:n, column] + amount
+
     def score(self, ctx: CycleContext, feasible: BoolArray) -> IntArray:
         if self.strategy == MOST_FREE_MEMORY:
             return self._most_free_memory(ctx, feasible)
-        table, n, request = ctx.table, ctx.n, ctx.request
         least = self.strategy == LEAST_ALLOCATED
-        # Gather the scored resources as (n, k) matrices so each step is one array operation.
-        alloc_cols: list[IntArray] = []
-        req_cols: list[IntArray] = []
-        weights: list[int] = []
+        total: IntArray | None = None
+        weight_sum = 0
+        scored: list[tuple[IntArray, int]] = []  # (allocatable, weight) of scored resources
+        without: list[IntArray] = []  # per scored resource, the rows without it (alloc 0)
         for resource, weight in self.resources:
-            if resource == "cpu":
-                alloc_cols.append(table.allocatable[:n, CPU])
-                req_cols.append(table.nonzero[:n, 0] + ctx.pod.nonzero_cpu)
-            elif resource == "memory":
-                alloc_cols.append(table.allocatable[:n, MEMORY])
-                req_cols.append(table.nonzero[:n, 1] + ctx.pod.nonzero_memory)
+            usage = self._usage(ctx, resource)
+            if usage is None:
+                continue
+            alloc, req = usage
+            # least: (alloc - req) * 100 // alloc, 0 when over-committed;
+            # most: min(req, alloc) * 100 // alloc.
+            if least:
+                part = np.subtract(alloc, req, out=req)
+                np.maximum(part, 0, out=part)
             else:
-                column = table.resource_index.get(resource)
-                if column is None or column == PODS:
-                    continue  # no node has it / not a scorable resource: alloc 0 everywhere
-                amount = int(request[column]) if column < len(request) else 0
-                if amount == 0 and column != EPHEMERAL_STORAGE:
-                    continue  # kube bypasses extended resources the pod does not request
-                alloc_cols.append(table.allocatable[:n, column])
-                req_cols.append(table.requested[:n, column] + amount)
-            weights.append(weight)
-        if not weights:
+                part = np.minimum(req, alloc, out=req)
+            part *= MAX_NODE_SCORE
+            missing = np.flatnonzero(alloc == 0)
+            # Rows without the resource score 0 for it (part is 0 there: divide by 1).
+            part //= np.maximum(alloc, 1) if len(missing) else alloc
+            if weight != 1:
+                part *= weight
+            total = part if total is None else np.add(total, part, out=total)
+            weight_sum += weight
+            scored.append((alloc, weight))
+            without.append(missing)
+        if total is None:
             return ctx.zeros()
-        alloc = np.stack(alloc_cols, axis=1).astype(np.float64)
-        req = np.stack(req_cols, axis=1).astype(np.float64)
-        w = np.asarray(weights, np.float64)
-        present = alloc > 0
-        all_present = bool(present.all())
-        safe = alloc if all_present else np.where(present, alloc, 1.0)
-        # kube's integer arithmetic, done in float64: every value here is an integer below
-        # 2**53, so the floored quotients are exactly Go's int64 divisions.
-        if least:
-            part = np.maximum(np.floor((alloc - req) * MAX_NODE_SCORE / safe), 0.0)
-        else:
-            part = np.floor(np.minimum(req, alloc) * MAX_NODE_SCORE / safe)
-        if all_present:
-            out: IntArray = np.floor((part @ w) / w.sum()).astype(np.int64)
-            return out
-        weight_sum = present @ w
-        total = (part * present) @ w
-        out = np.where(weight_sum > 0, np.floor(total / np.maximum(weight_sum, 1.0)), 0.0
-                       ).astype(np.int64)
-        return out
+        # Rows lacking some resource leave its weight out of the average: redo those few.
+        odd = np.unique(np.concatenate(without)) if any(len(w) for w in without) else None
+        sums = total[odd] if odd is not None else None
+        total //= weight_sum
+        if odd is not None and sums is not None:
+            weights = np.zeros(len(odd), np.int64)
+            for alloc, weight in scored:
+                weights += (alloc[odd] > 0) * weight
+            total[odd] = np.where(weights > 0, sums // np.maximum(weights, 1), 0)
+        return total
 
     def _most_free_memory(self, ctx: CycleContext, feasible: BoolArray) -> IntArray:
         n = ctx.n
-        free = ctx.table.allocatable[:n, MEMORY] - ctx.table.requested[:n, MEMORY] \
-            - ctx.request[MEMORY]
-        free = np.maximum(free, 0)
-        scored = feasible[:n] & ctx.nodes()
-        top = int(np.max(free, where=scored, initial=0))
+        free = ctx.table.allocatable[:n, MEMORY] - ctx.table.requested[:n, MEMORY]
+        free -= ctx.request[MEMORY]
+        np.maximum(free, 0, out=free)
+        # Holes have no allocatable memory (free 0): they cannot raise the maximum.
+        top = int(free[feasible[:n]].max(initial=0))
         if top == 0:
             return ctx.zeros()
-        out: IntArray = np.where(scored, free * MAX_NODE_SCORE // top, 0)
+        free *= MAX_NODE_SCORE
+        free //= top
+        out: IntArray = np.minimum(free, MAX_NODE_SCORE, out=free)
         return out

@@ -84,6 +84,8 @@ __all__ = [
     "HOSTNAME_KEY",
     "NAME",
     "SCHEDULE_ANYWAY",
+    "DomainCache",
+    "Domains",
     "PodTopologySpread",
     "required_node_affinity_mask",
     "untolerated_taints_mask",
@@ -243,6 +245,87 @@ class _TerminatingPods:
         return self.rows
 
 
+# -- topology domains ---------------------------------------------------------------------------
+
+_FEW_DOMAINS = 8  # up to this many hit domains, OR their label masks instead of a lookup
+
+
+class Domains:
+    """The topology domains of one label key, in the shapes the vectorized code wants.
+
+    ``ids1[row]`` is the row's domain id plus one (0: the row has no such label, holes
+    included), so per-domain sums are one ``np.bincount(ids1, weights=...)`` whose slot 0
+    collects the unlabelled rows and is ignored. ``one_node_each`` tells a hostname-like key
+    (every domain a single node) apart: there, a per-row quantity already is the per-domain one.
+    """
+
+    __slots__ = ("key", "values", "ids1", "has", "one_node_each", "_table")
+
+    def __init__(self, table: NodeTable, key: str) -> None:
+        ids, values = table.domains(key)
+        self._table = table
+        self.key = key
+        self.values = values
+        self.ids1: npt.NDArray[np.intp] = ids.astype(np.intp) + 1
+        self.has: BoolArray = table.has_label(key)
+        self.one_node_each = len(values) == int(np.count_nonzero(self.has))
+
+    @property
+    def count(self) -> int:
+        return len(self.values)
+
+    def sums(self, per_row: npt.NDArray[np.int64] | BoolArray) -> FloatArray:
+        """``per_row`` summed by domain; index ``d + 1`` for domain ``d``, index 0 is junk."""
+        out = np.bincount(self.ids1, weights=per_row, minlength=self.count + 1)
+        return out.astype(np.float64, copy=False)
+
+    def rows(self, hot: BoolArray) -> BoolArray:
+        """Rows whose domain is marked in ``hot`` (indexed like :meth:`sums`; ``hot[0]`` is
+        treated as False)."""
+        if self.count <= _FEW_DOMAINS:
+            picked = [d for d, h in enumerate(hot[1:].tolist()) if h]
+        else:
+            picked = np.flatnonzero(hot[1:]).tolist()
+        if len(picked) <= _FEW_DOMAINS:
+            out = np.zeros(self._table.n, np.bool_)
+            for d in picked:
+                out |= self._table.label_mask(self.key, self.values[d])
+            return out
+        lookup = hot.copy()
+        lookup[0] = False
+        found: BoolArray = lookup.take(self.ids1)
+        return found
+
+    def hits(self, per_row: IntArray) -> BoolArray:
+        """Rows whose domain holds a positive total of ``per_row`` (non-negative)."""
+        if self.one_node_each:
+            mine: BoolArray = (per_row > 0) & self.has
+            return mine
+        return self.rows(self.sums(per_row) > 0)
+
+
+class DomainCache:
+    """:class:`Domains` per label key, rebuilt when the table's labels change."""
+
+    __slots__ = ("_table", "_generation", "_n", "_cache")
+
+    def __init__(self) -> None:
+        self._table: NodeTable | None = None
+        self._generation = -1
+        self._n = -1
+        self._cache: dict[str, Domains] = {}
+
+    def get(self, table: NodeTable, key: str) -> Domains:
+        if (table is not self._table or table.label_generation != self._generation
+                or table.n != self._n):
+            self._table, self._generation, self._n = table, table.label_generation, table.n
+            self._cache = {}
+        d = self._cache.get(key)
+        if d is None:
+            d = self._cache[key] = Domains(table, key)
+        return d
+
+
 # -- arithmetic helpers -------------------------------------------------------------------------
 
 def _go_round(x: FloatArray) -> IntArray:
@@ -254,12 +337,13 @@ def _go_round(x: FloatArray) -> IntArray:
 
 
 class PodTopologySpread:
-    """Filter and score plugin; stateless apart from the terminating-pod index."""
+    """Filter and score plugin; keeps only caches (domains, terminating pods) between calls."""
 
     name: ClassVar[str] = NAME
 
     def __init__(self) -> None:
         self._terminating = _TerminatingPods()
+        self._domains = DomainCache()
 
     # -- shared pieces -------------------------------------------------------------------------
 
@@ -269,12 +353,12 @@ class PodTopologySpread:
         if c.node_affinity_policy == HONOR and (ctx.pod.node_selector or ctx.pod.required_terms):
             mask = self._affinity(ctx)
         if c.node_taints_policy == HONOR:
-            untolerated = ctx.state.get(_TAINTS_MEMO)
-            if untolerated is None:
-                untolerated = ctx.state[_TAINTS_MEMO] = untolerated_taints_mask(ctx.table,
-                                                                                ctx.pod)
-            if untolerated.any():
-                mask = ~untolerated if mask is None else mask & ~untolerated
+            if _TAINTS_MEMO not in ctx.state:
+                found = untolerated_taints_mask(ctx.table, ctx.pod)
+                ctx.state[_TAINTS_MEMO] = ~found if found.any() else None
+            tolerated: BoolArray | None = ctx.state[_TAINTS_MEMO]
+            if tolerated is not None:
+                mask = tolerated if mask is None else mask & tolerated
         return mask
 
     @staticmethod
@@ -307,6 +391,17 @@ class PodTopologySpread:
             return fixed
         return counts
 
+    def _domain_counts(self, ctx: CycleContext, c: SpreadConstraint, d: Domains,
+                       eligible: BoolArray | None) -> tuple[FloatArray, BoolArray | None]:
+        """Matching pods per domain over the ``eligible`` rows (None: every row with the key),
+        and which domains hold an eligible row (None: all of them)."""
+        counts = self._counts(ctx, c)
+        if eligible is None:
+            return d.sums(counts), None
+        present = d.sums(eligible) > 0
+        present[0] = False
+        return d.sums(counts * eligible), present
+
     # -- filter --------------------------------------------------------------------------------
 
     def filter(self, ctx: CycleContext) -> FilterResult:
@@ -314,49 +409,50 @@ class PodTopologySpread:
         if not hard:
             return FilterResult.all_pass()
         table = ctx.table
-        n = table.n
-        valid = table.valid[:n]
-        has_all = valid.copy()
-        for c in hard:
-            has_all &= table.has_label(c.topology_key)
-        decided = ~valid  # holes get no reason
-        missing = np.zeros(n, np.bool_)
-        skewed = np.zeros(n, np.bool_)
-        for c in hard:
+        valid = table.valid[: table.n]
+        domains = [self._domains.get(table, c.topology_key) for c in hard]
+        has_all = domains[0].has
+        for d in domains[1:]:
+            has_all = has_all & d.has
+        single = len(hard) == 1
+        decided: BoolArray | None = None  # rows already charged to an earlier constraint
+        missing: BoolArray | None = None
+        skewed: BoolArray | None = None
+        for c, d in zip(hard, domains):
             # kube checks constraints in order and stops at the first failure of a node.
-            lacks = ~decided & ~table.has_label(c.topology_key)
-            missing |= lacks
-            decided |= lacks
-            ids, values = table.domains(c.topology_key)
-            ndom = len(values)
-            eligible = has_all
+            lacks = valid & ~d.has
+            if decided is not None:
+                lacks &= ~decided
             included = self._included(ctx, c)
-            if included is not None:
-                eligible = eligible & included
-            counts = self._counts(ctx, c)
-            rows = ids[eligible]
-            # Length ndom + 1: the last entry (0) serves rows without the label (id -1).
-            present = np.bincount(rows, minlength=ndom + 1) > 0
-            per_domain = np.bincount(rows, weights=counts[eligible], minlength=ndom + 1)
-            domains = int(np.count_nonzero(present))
+            eligible = None if single and included is None else \
+                has_all if included is None else has_all & included
+            per_domain, present = self._domain_counts(ctx, c, d, eligible)
+            if present is None:
+                domain_count = d.count
+                observed = per_domain[1:]
+            else:
+                domain_count = int(np.count_nonzero(present))
+                observed = per_domain[present]
             min_domains = c.min_domains if c.min_domains is not None else 1
-            if domains == 0 or domains < min_domains:
+            if domain_count == 0 or domain_count < min_domains:
                 global_min = 0
             else:
-                global_min = int(per_domain[present].min())
+                global_min = int(observed.min())
             self_match = 1 if c.selector.matches(ctx.pod.labels) else 0
-            too_many = per_domain > c.max_skew + global_min - self_match
-            too_many[ndom] = False
-            fails = ~decided & too_many[ids]
-            skewed |= fails
-            decided |= fails
-        failed = missing | skewed
+            fails = d.rows(per_domain > c.max_skew + global_min - self_match)
+            if decided is not None:
+                fails &= ~decided
+            missing = lacks if missing is None else missing | lacks
+            skewed = fails if skewed is None else skewed | fails
+            if not single:
+                decided = lacks | fails if decided is None else decided | lacks | fails
+        assert missing is not None and skewed is not None
         reasons = []
         if skewed.any():
             reasons.append(Reason(ERR_REASON_CONSTRAINTS_NOT_MATCH, skewed))
         if missing.any():
             reasons.append(Reason(ERR_REASON_NODE_LABEL_NOT_MATCH, missing, unresolvable=True))
-        return FilterResult(~failed, reasons)
+        return FilterResult(~(missing | skewed), reasons)
 
     # -- score ---------------------------------------------------------------------------------
 
@@ -364,44 +460,66 @@ class PodTopologySpread:
         soft = [c for c in ctx.pod.spread if c.when_unsatisfiable == SCHEDULE_ANYWAY]
         table = ctx.table
         n = table.n
-        out = np.zeros(n, np.int64)
         if not soft:
-            return out
-        valid = table.valid[:n]
-        has_all = valid.copy()
-        for c in soft:
-            has_all &= table.has_label(c.topology_key)
+            return np.zeros(n, np.int64)
+        domains = [self._domains.get(table, c.topology_key) for c in soft]
+        has_all = domains[0].has
+        for d in domains[1:]:
+            has_all = has_all & d.has
         # Feasible nodes missing a soft key are kube's IgnoredNodes: scored 0.
         scored = feasible[:n] & has_all
-        if not scored.any():
-            return out
+        scored_count = int(np.count_nonzero(scored))
+        if scored_count == 0:
+            return np.zeros(n, np.int64)
+        c, d = soft[0], domains[0]
+        if len(soft) == 1 and c.topology_key != HOSTNAME_KEY:
+            return self._score_by_domain(ctx, c, d, scored)
         total = np.zeros(n, np.float64)
-        for c in soft:
-            counts = self._counts(ctx, c)
+        for c, d in zip(soft, domains):
+            included = self._included(ctx, c)
             if c.topology_key == HOSTNAME_KEY:
-                weight = math.log(int(np.count_nonzero(scored)) + 2)
-                per_node = counts.astype(np.float64)
+                # kube counts the node's own pods here, without inclusion policies.
+                weight = math.log(scored_count + 2)
+                per_node = self._counts(ctx, c).astype(np.float64)
             else:
-                ids, values = table.domains(c.topology_key)
-                ndom = len(values)
-                candidate = np.bincount(ids[scored], minlength=ndom + 1) > 0
+                candidate = np.bincount(d.ids1[scored], minlength=d.count + 1) > 0
+                candidate[0] = False
                 weight = math.log(int(np.count_nonzero(candidate)) + 2)
-                eligible = has_all
-                included = self._included(ctx, c)
-                if included is not None:
-                    eligible = eligible & included
-                # ids >= 0 wherever has_all holds, so the lookup never hits the sentinel.
-                eligible = eligible & candidate[ids]
-                per_domain = np.bincount(ids[eligible], weights=counts[eligible],
-                                         minlength=ndom + 1)
-                per_node = np.asarray(per_domain[ids], np.float64)
+                eligible = has_all if included is None else has_all & included
+                # Sums of domains holding no scored node are computed but never read.
+                per_domain, _ = self._domain_counts(ctx, c, d, eligible)
+                per_node = per_domain[d.ids1]
             # Go: score += float64(cnt)*tpWeight + float64(maxSkew-1)
             total = total + (per_node * weight + float(c.max_skew - 1))
         raw = _go_round(total[scored])
-        high = max(int(raw.max()), 0)
-        low = int(raw.min())
-        if high == 0:
-            out[scored] = MAX_NODE_SCORE
-        else:
-            out[scored] = MAX_NODE_SCORE * (high + low - raw) // high
+        out = np.zeros(n, np.int64)
+        out[scored] = _normalize(raw, raw)
         return out
+
+    def _score_by_domain(self, ctx: CycleContext, c: SpreadConstraint, d: Domains,
+                         scored: BoolArray) -> IntArray:
+        """One non-hostname constraint: every node of a domain scores alike, so the arithmetic
+        runs per domain and only the final lookup touches every row."""
+        scored_ids = d.ids1 * scored  # 0 for rows not scored
+        candidate = np.bincount(scored_ids, minlength=d.count + 1) > 0
+        candidate[0] = False
+        weight = math.log(int(np.count_nonzero(candidate)) + 2)
+        included = self._included(ctx, c)
+        per_domain, _ = self._domain_counts(ctx, c, d, included & d.has
+                                            if included is not None else None)
+        raw = _go_round(per_domain * weight + float(c.max_skew - 1))
+        per_domain_score = _normalize(raw, raw[candidate])
+        per_domain_score[0] = 0
+        out: IntArray = per_domain_score.take(scored_ids)
+        return out
+
+
+def _normalize(raw: IntArray, seen: IntArray) -> IntArray:
+    """kube's NormalizeScore: ``100 * (max + min - s) // max``, with min and max over the scored
+    values ``seen`` (max starting from 0), or 100 for all when max is 0."""
+    high = max(int(seen.max()), 0)
+    if high == 0:
+        return np.full(len(raw), MAX_NODE_SCORE, np.int64)
+    low = int(seen.min())
+    out: IntArray = MAX_NODE_SCORE * (high + low - raw) // high
+    return out

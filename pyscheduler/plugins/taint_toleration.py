@@ -88,16 +88,29 @@ class TaintToleration:
     def score(self, ctx: CycleContext, feasible: BoolArray) -> IntArray:
         n = ctx.n
         prefer = [t for t in ctx.pod.tolerations if t.effect in ("", _PREFER_NO_SCHEDULE)]
-        raw: IntArray | None = None
-        for taint, mask in ctx.table.taint_index.items():
-            if taint.effect == _PREFER_NO_SCHEDULE and not _tolerated(prefer, taint):
-                raw = (raw if raw is not None else ctx.zeros()) + mask[:n]
-        if raw is None:
+        masks = [mask[:n] for taint, mask in ctx.table.taint_index.items()
+                 if taint.effect == _PREFER_NO_SCHEDULE and not _tolerated(prefer, taint)]
+        if not masks:
             # No intolerable PreferNoSchedule taint anywhere: every node scores the maximum.
             return np.full(n, MAX_NODE_SCORE, np.int64)
-        scored = feasible[:n] & ctx.nodes()
-        top = int(np.max(raw, where=scored, initial=0))
+        scored = feasible[:n]
+        if len(masks) == 1:
+            # The common case, one intolerable taint in the cluster: counts are 0 or 1.
+            if not (masks[0] & scored).any():
+                return np.full(n, MAX_NODE_SCORE, np.int64)
+            single: IntArray = np.where(masks[0], np.int64(0), np.int64(MAX_NODE_SCORE))
+            return single
+        # Counts are small integers (at most one per distinct taint): count in a narrow type
+        # and map each possible count to its normalized score with one table look-up.
+        counts = masks[0].astype(np.uint8 if len(masks) < 256 else np.int64)
+        for mask in masks[1:]:
+            counts += mask
+        # Holes carry no taints (count 0), so they cannot raise the maximum: no need to mask
+        # them out of the scored rows.
+        top = int(counts[scored].max(initial=0))
         if top == 0:
-            return np.where(scored, MAX_NODE_SCORE, 0).astype(np.int64)
-        out: IntArray = np.where(scored, MAX_NODE_SCORE - raw * MAX_NODE_SCORE // top, 0)
+            return np.full(n, MAX_NODE_SCORE, np.int64)
+        possible = np.arange(len(masks) + 1, dtype=np.int64)
+        lookup = np.clip(MAX_NODE_SCORE - possible * MAX_NODE_SCORE // top, 0, MAX_NODE_SCORE)
+        out: IntArray = lookup[counts]
         return out

@@ -1,4 +1,5 @@
-"""Fluent builders for pod and node JSON, in the spirit of kube's ``pkg/scheduler/testing/wrappers.go``.
+"""Fluent builders for pod and node JSON, in the spirit of kube's
+``pkg/scheduler/testing/wrappers.go``.
 
 Tests describe objects the way they read::
 
@@ -10,7 +11,9 @@ Tests describe objects the way they read::
 ``obj()`` returns a fresh plain dict (the shape the informers decode), so a builder can be reused
 and its output fed to :func:`pyscheduler.framework.pod.pod_info` and
 :func:`pyscheduler.framework.nodetable.node_info`. :func:`build_table` places nodes and their
-pods into a :class:`NodeTable`.
+pods into a :class:`NodeTable` and :func:`context` opens a scheduling cycle over it;
+:func:`outcome` and :func:`scores` read a plugin's arrays back per node name, checking the filter
+contract on the way.
 """
 
 from __future__ import annotations
@@ -256,7 +259,11 @@ def build_table(nodes: Iterable[Obj], pods: Mapping[str, Iterable[Obj]] | None =
     for node_name, node_pods in (pods or {}).items():
         slot = table.slots[node_name]
         for pod in node_pods:
-            table.add_pod(slot, pod_info(pod))
+            info = pod_info(pod)
+            # Register resources first seen on this pod before counting it: add_pod reads the
+            # requested column before request_vector() widens it.
+            table.request_vector(info)
+            table.add_pod(slot, info)
     for name in removed:
         table.remove_node(name)
     return table

@@ -7,7 +7,14 @@ from typing import Any
 import pytest
 
 from pyscheduler.plugins.balanced_allocation import NAME, BalancedAllocation
-from tests.unit.plugins.builders import NodeBuilder, PodBuilder, context, make_node, make_pod, scores
+from tests.unit.plugins.builders import (
+    NodeBuilder,
+    PodBuilder,
+    context,
+    make_node,
+    make_pod,
+    scores,
+)
 
 GPU = "nvidia.com/gpu"
 
@@ -26,7 +33,8 @@ def cluster(pod: PodBuilder, *nodes: NodeBuilder,
     pytest.param(cluster(make_pod().req(cpu="500m", memory=500),
                          make_node("a").capacity(cpu="1", memory=1000),
                          used={"a": [make_pod("best-effort")]}),
-                 None, {"a": 100}, id="actual requests: best-effort pods on the node weigh nothing"),
+                 None, {"a": 100},
+                 id="actual requests: best-effort pods on the node weigh nothing"),
     pytest.param(cluster(make_pod().req(cpu="2", memory=500),
                          make_node("a").capacity(cpu="1", memory=1000)),
                  None, {"a": 75}, id="fractions are capped at 1"),
@@ -39,10 +47,12 @@ def cluster(pod: PodBuilder, *nodes: NodeBuilder,
                  None, {"a": 0}, id="best-effort pod is not scored"),
     pytest.param(cluster(make_pod().req({GPU: 1}, cpu="500m", memory=250),
                          make_node("a").capacity({GPU: 4}, cpu="1", memory=1000)),
-                 ("cpu", "memory", GPU), {"a": 88}, id="three resources use the standard deviation"),
+                 ("cpu", "memory", GPU), {"a": 88},
+                 id="three resources use the standard deviation"),
     pytest.param(cluster(make_pod().req(cpu="500m", memory=250),
                          make_node("a").capacity({GPU: 4}, cpu="1", memory=1000)),
-                 ("cpu", "memory", GPU), {"a": 87}, id="extended resource not requested is left out"),
+                 ("cpu", "memory", GPU), {"a": 87},
+                 id="extended resource not requested is left out"),
     pytest.param(cluster(make_pod().req({GPU: 1}),
                          make_node("a").capacity({GPU: 4}, cpu="1", memory=1000)),
                  None, {"a": 0}, id="requests outside the configured resources: best effort"),

@@ -10,15 +10,16 @@ scores of a random set of scored nodes, must equal :mod:`tests.unit.plugins.refe
 from __future__ import annotations
 
 import collections
+import itertools
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from pyscheduler.framework.interface import CycleContext
-from pyscheduler.framework.nodetable import BoolArray, NodeTable
+from pyscheduler.framework.interface import CycleContext, FilterPlugin, ScorePlugin
+from pyscheduler.framework.nodetable import BoolArray, NodeTable, RowView
 from pyscheduler.framework.pod import pod_info
 from pyscheduler.plugins.balanced_allocation import BalancedAllocation
 from pyscheduler.plugins.node_affinity import NodeAffinity
@@ -82,59 +83,91 @@ class Scenario:
         return mask
 
 
+# Whole capacities, label sets and request lists are sampled as one choice each: hypothesis
+# spends its time per choice, and these products cover the interesting combinations.
+CAPACITIES = [
+    {"cpu": cpu, "memory": memory, "pods": pods, "ephemeral-storage": storage, GPU: gpus}
+    for cpu, memory, pods, storage, gpus in itertools.product(
+        ["0", "1", "2", "4"], [0, 1000, 2**30, 4 * 2**30], [0, 1, 2, 3, 110],
+        [None, 0, 500, 10000], [None, 0, 1, 2, 4])
+]
+LABEL_SETS = [
+    {k: v for k, v in zip(LABEL_KEYS, values, strict=True) if v is not None}
+    for values in itertools.product([None, *LABEL_VALUES], repeat=len(LABEL_KEYS))
+]
+REQUEST_SETS = [
+    {k: v for k, v in (("cpu", cpu), ("memory", memory), *extra) if v is not None}
+    for cpu, memory, extra in itertools.product(
+        [None, *CPU], [None, *MEMORY],
+        [(), ((GPU, 0),), ((GPU, 1),), ((GPU, 3),), (("ephemeral-storage", 300),),
+         (("ephemeral-storage", 0),), (("example.com/foo", 1),)])
+]
+CAPACITY = st.sampled_from(CAPACITIES)
+LABELS = st.sampled_from(LABEL_SETS)
+REQUESTS = st.sampled_from(REQUEST_SETS)
+TAINTS = st.lists(st.tuples(st.sampled_from(TAINT_KEYS), st.sampled_from(TAINT_VALUES),
+                            st.sampled_from(EFFECTS)),
+                  unique_by=lambda t: (t[0], t[2]), max_size=3)
+HOST_PORTS = st.lists(st.sampled_from(PORTS), unique=True, max_size=2)
+OPERATORS = st.sampled_from(["In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt"])
+VALUE_LISTS = st.lists(st.sampled_from(LABEL_VALUES), min_size=1, max_size=3)
+NAME_LISTS = st.lists(st.sampled_from(NODE_NAMES), min_size=1, max_size=2)
+TOLERATIONS = st.lists(st.tuples(st.sampled_from(["", *TAINT_KEYS]),
+                                 st.sampled_from([None, *TAINT_VALUES]),
+                                 st.sampled_from(["", *EFFECTS])), max_size=3)
+
+
+@dataclass(frozen=True)
+class Features:
+    """Which parts of the cluster and the pod a test varies; the rest stays plain."""
+
+    labels: bool = False
+    taints: bool = False
+    unschedulable: bool = False
+    resources: bool = False
+    ports: bool = False
+    affinity: bool = False
+    tolerations: bool = False
+    node_name: bool = False
+
+    @property
+    def running_pods(self) -> bool:
+        return self.resources or self.ports
+
+
 @st.composite
-def nodes(draw: st.DrawFn) -> dict[str, Any]:
-    name = draw(st.sampled_from(NODE_NAMES))
+def nodes(draw: st.DrawFn, name: str, f: Features) -> dict[str, Any]:
     node = make_node(name)
-    for key in draw(st.lists(st.sampled_from(LABEL_KEYS), unique=True, max_size=3)):
-        node.label(key, draw(st.sampled_from(LABEL_VALUES)))
-    for key, effect in draw(st.lists(st.tuples(st.sampled_from(TAINT_KEYS),
-                                               st.sampled_from(EFFECTS)),
-                                     unique=True, max_size=3)):
-        node.taint(key, draw(st.sampled_from(TAINT_VALUES)), effect)
-    node.capacity(cpu=draw(st.sampled_from(["0", "1", "2", "4"])),
-                  memory=draw(st.sampled_from([0, 1000, 2**30, 4 * 2**30])),
-                  pods=draw(st.sampled_from([0, 1, 2, 3, 110])))
-    if draw(st.booleans()):
-        node.capacity({GPU: draw(st.integers(0, 4))})
-    if draw(st.booleans()):
-        node.capacity(ephemeral_storage=draw(st.sampled_from([0, 500, 10000])))
-    node.unschedulable(draw(st.booleans()))
+    if f.labels:
+        node.labels(draw(LABELS))
+    if f.taints:
+        for key, value, effect in draw(TAINTS):
+            node.taint(key, value, effect)
+    if f.unschedulable:
+        node.unschedulable(draw(st.booleans()))
+    if f.resources:
+        node.capacity(draw(CAPACITY))
     return node.obj()
 
 
-def requests(draw: st.DrawFn) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    if draw(st.booleans()):
-        out["cpu"] = draw(st.sampled_from(CPU))
-    if draw(st.booleans()):
-        out["memory"] = draw(st.sampled_from(MEMORY))
-    if draw(st.integers(0, 3)) == 0:
-        out[GPU] = draw(st.integers(0, 3))
-    if draw(st.integers(0, 3)) == 0:
-        out["ephemeral-storage"] = draw(st.sampled_from([0, 300, 5000]))
-    if draw(st.integers(0, 9)) == 0:
-        out["example.com/foo"] = 1
-    return out
-
-
 @st.composite
-def running_pod(draw: st.DrawFn, name: str) -> dict[str, Any]:
+def running_pod(draw: st.DrawFn, name: str, f: Features) -> dict[str, Any]:
     pod = make_pod(name)
-    for _ in range(draw(st.integers(0, 2))):
-        pod.container(requests(draw))
-    for port, protocol, ip in draw(st.lists(st.sampled_from(PORTS), unique=True, max_size=2)):
-        pod.host_port(port, protocol, ip)
+    if f.resources:
+        for requests in draw(st.lists(REQUESTS, max_size=2)):
+            pod.container(requests)
+    if f.ports:
+        for port, protocol, ip in draw(HOST_PORTS):
+            pod.host_port(port, protocol, ip)
     return pod.obj()
 
 
 @st.composite
 def requirement(draw: st.DrawFn) -> dict[str, Any]:
     key = draw(st.sampled_from(LABEL_KEYS))
-    op = draw(st.sampled_from(["In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt"]))
+    op = draw(OPERATORS)
     if op in ("In", "NotIn"):
-        values = draw(st.lists(st.sampled_from(LABEL_VALUES), min_size=1, max_size=3))
-        return expr(key, op, *values)
+        return expr(key, op, *draw(VALUE_LISTS))
     if op in ("Gt", "Lt"):
         return expr(key, op, draw(st.sampled_from(INT_BOUNDS)))
     return expr(key, op)
@@ -145,45 +178,55 @@ def term(draw: st.DrawFn) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     expressions = draw(st.lists(requirement(), max_size=3))
     fields = []
     if draw(st.integers(0, 3)) == 0:
-        names = draw(st.lists(st.sampled_from(NODE_NAMES), min_size=1, max_size=2))
-        fields.append(field(draw(st.sampled_from(["In", "NotIn"])), *names))
+        fields.append(field(draw(st.sampled_from(["In", "NotIn"])), draw(st.sampled_from(NODE_NAMES))))  # the API server allows one value
     return expressions, fields
 
 
+TERMS = st.lists(term(), max_size=3)
+WEIGHTED_TERMS = st.lists(st.tuples(st.integers(1, 100), term()), max_size=3)
+SELECTORS = st.dictionaries(st.sampled_from(LABEL_KEYS), st.sampled_from(LABEL_VALUES),
+                            max_size=2)
+
+
 @st.composite
-def pending_pod(draw: st.DrawFn) -> dict[str, Any]:
+def pending_pod(draw: st.DrawFn, f: Features) -> dict[str, Any]:
     pod = make_pod("incoming")
-    for _ in range(draw(st.integers(0, 2))):
-        pod.container(requests(draw))
-    if draw(st.integers(0, 3)) == 0:
-        pod.init_req(requests(draw))
-    for key in draw(st.lists(st.sampled_from(LABEL_KEYS), unique=True, max_size=2)):
-        pod.node_selector({key: draw(st.sampled_from(LABEL_VALUES))})
-    for expressions, fields in draw(st.lists(term(), max_size=3)):
-        pod.required_term(*expressions, fields=fields)
-    for expressions, fields in draw(st.lists(term(), max_size=3)):
-        pod.preferred_term(draw(st.integers(1, 100)), *expressions, fields=fields)
-    for _ in range(draw(st.integers(0, 3))):
-        key = draw(st.sampled_from(["", *TAINT_KEYS]))
-        value = None if key == "" else draw(st.sampled_from([None, *TAINT_VALUES]))
-        pod.toleration(key, value, effect=draw(st.sampled_from(["", *EFFECTS])))
-    for port, protocol, ip in draw(st.lists(st.sampled_from(PORTS), unique=True, max_size=2)):
-        pod.host_port(port, protocol, ip)
-    if draw(st.integers(0, 5)) == 0:
+    if f.resources:
+        for requests in draw(st.lists(REQUESTS, max_size=2)):
+            pod.container(requests)
+        if draw(st.integers(0, 3)) == 0:
+            pod.init_req(draw(REQUESTS))
+    if f.affinity:
+        pod.node_selector(draw(SELECTORS))
+        for expressions, fields in draw(TERMS):
+            pod.required_term(*expressions, fields=fields)
+        for weight, (expressions, fields) in draw(WEIGHTED_TERMS):
+            pod.preferred_term(weight, *expressions, fields=fields)
+    if f.tolerations:
+        for key, value, effect in draw(TOLERATIONS):
+            pod.toleration(key, None if key == "" else value, effect=effect)
+    if f.ports:
+        for port, protocol, ip in draw(HOST_PORTS):
+            pod.host_port(port, protocol, ip)
+    if f.node_name and draw(st.integers(0, 3)) > 0:
         pod.node_name(draw(st.sampled_from([*NODE_NAMES, "elsewhere"])))
     return pod.obj()
 
 
 @st.composite
-def scenarios(draw: st.DrawFn) -> Scenario:
-    node_objs = draw(st.lists(nodes(), min_size=1, max_size=6,
-                              unique_by=lambda n: str(n["metadata"]["name"])))
-    names = [str(n["metadata"]["name"]) for n in node_objs]
-    pods = {name: [draw(running_pod(f"{name}-p{i}")) for i in range(draw(st.integers(0, 3)))]
-            for name in names}
+def scenarios(draw: st.DrawFn, f: Features) -> Scenario:
+    names = NODE_NAMES[: draw(st.integers(1, 5))]
+    node_objs = [draw(nodes(name, f)) for name in names]
+    pods: dict[str, list[dict[str, Any]]] = {}
+    if f.running_pods:
+        pods = {name: [draw(running_pod(f"{name}-p{i}", f))
+                       for i in range(draw(st.integers(0, 2)))] for name in names}
     removed = draw(st.lists(st.sampled_from(names), unique=True, max_size=len(names) - 1))
     scored = [name for name in names if draw(st.booleans())]
-    return Scenario(node_objs, pods, removed, draw(pending_pod()), scored)
+    return Scenario(node_objs, pods, removed, draw(pending_pod(f)), scored)
+
+
+RESOURCES = Features(resources=True)
 
 
 def expected(refs: list[reference.RefNode],
@@ -218,32 +261,32 @@ def check_normalized_score(s: Scenario, plugin: Any, rule: Any) -> None:
 
 
 @SETTINGS
-@given(scenarios())
+@given(scenarios(Features(unschedulable=True, tolerations=True, taints=True)))
 def test_node_unschedulable(s: Scenario) -> None:
     check_filter(s, NodeUnschedulable(), reference.node_unschedulable)
 
 
 @SETTINGS
-@given(scenarios())
+@given(scenarios(Features(node_name=True)))
 def test_node_name(s: Scenario) -> None:
     check_filter(s, NodeName(), reference.node_name)
 
 
 @SETTINGS
-@given(scenarios())
+@given(scenarios(Features(ports=True)))
 def test_node_ports(s: Scenario) -> None:
     check_filter(s, NodePorts(), reference.node_ports)
 
 
 @SETTINGS
-@given(scenarios())
+@given(scenarios(Features(labels=True, affinity=True)))
 def test_node_affinity(s: Scenario) -> None:
     check_filter(s, NodeAffinity(), reference.node_affinity)
     check_normalized_score(s, NodeAffinity(), reference.node_affinity_score)
 
 
 @SETTINGS
-@given(scenarios())
+@given(scenarios(Features(taints=True, tolerations=True)))
 def test_taint_toleration(s: Scenario) -> None:
     ctx, refs = s.build()
     got = outcome(TaintToleration().filter(ctx), ctx.table)
@@ -265,7 +308,8 @@ def test_taint_toleration(s: Scenario) -> None:
 
 
 @SETTINGS
-@given(scenarios(), st.sampled_from([[], [GPU]]), st.sampled_from([[], ["nvidia.com"]]))
+@given(scenarios(RESOURCES), st.sampled_from([[], [GPU]]),
+       st.sampled_from([[], ["nvidia.com"]]))
 def test_node_resources_fit_filter(s: Scenario, ignored: list[str],
                                    groups: list[str]) -> None:
     plugin = NodeResourcesFit(ignored_resources=ignored, ignored_resource_groups=groups)
@@ -281,7 +325,7 @@ RESOURCE_SETS = [
 
 
 @SETTINGS
-@given(scenarios(), st.sampled_from(RESOURCE_SETS))
+@given(scenarios(RESOURCES), st.sampled_from(RESOURCE_SETS))
 def test_node_resources_fit_score(s: Scenario, resources: list[tuple[str, int]]) -> None:
     least = NodeResourcesFit(strategy="LeastAllocated", resources=resources)
     check_per_node_score(s, least, lambda p, n: reference.least_allocated(p, n, resources))
@@ -292,8 +336,39 @@ def test_node_resources_fit_score(s: Scenario, resources: list[tuple[str, int]])
 
 
 @SETTINGS
-@given(scenarios(), st.sampled_from([("cpu", "memory"), ("cpu", "memory", GPU),
+@given(scenarios(RESOURCES), st.sampled_from([("cpu", "memory"), ("cpu", "memory", GPU),
                                      ("memory", "ephemeral-storage", "cpu", "example.com/foo")]))
 def test_balanced_allocation(s: Scenario, resources: tuple[str, ...]) -> None:
     check_per_node_score(s, BalancedAllocation(resources=resources),
                          lambda p, n: reference.balanced_allocation(p, n, resources))
+
+
+EVERYTHING = Features(labels=True, taints=True, unschedulable=True, resources=True, ports=True,
+                      affinity=True, tolerations=True, node_name=True)
+ROW_LOCAL_FILTERS: list[FilterPlugin] = [NodeUnschedulable(), NodeName(), NodePorts(),
+                                         NodeAffinity(), TaintToleration(), NodeResourcesFit()]
+ROW_LOCAL_SCORES: list[ScorePlugin] = [NodeResourcesFit(),
+                                       NodeResourcesFit(strategy="MostAllocated"),
+                                       BalancedAllocation()]
+
+
+@settings(SETTINGS, max_examples=100)
+@given(scenarios(EVERYTHING), st.lists(st.booleans(), min_size=6, max_size=6))
+def test_row_local_plugins_answer_the_same_on_a_row_view(s: Scenario, pick: list[bool]) -> None:
+    """The pipeline re-runs row-local plugins on just the rows that changed (a RowView): each
+    row's verdict, reasons and score must not depend on which other rows are present."""
+    ctx, _ = s.build()
+    rows = np.flatnonzero(np.array(pick[: ctx.n], np.bool_))
+    view = RowView(ctx.table, rows)
+    sub = CycleContext(ctx.pod, cast(NodeTable, view), ctx.request)
+    valid = ctx.nodes()[rows]
+    for plugin in ROW_LOCAL_FILTERS:
+        full, part = plugin.filter(ctx), plugin.filter(sub)
+        for i, row in enumerate(rows.tolist()):
+            if valid[i]:
+                assert [(r.message, r.unresolvable) for r in full.reasons if r.failed[row]] == \
+                    [(r.message, r.unresolvable) for r in part.reasons if r.failed[i]], plugin.name
+    for scorer in ROW_LOCAL_SCORES:
+        everywhere = scorer.score(ctx, ctx.nodes().copy())[rows]
+        here = scorer.score(sub, view.valid.copy())
+        assert np.array_equal(everywhere[valid], here[valid]), scorer.name

@@ -195,8 +195,28 @@ def test_node_affinity_mask_from_cycle_state_is_used() -> None:
     assert verdicts(PodTopologySpread().filter(ctx), table) == {"n1": (SKEW, False)}
 
 
-TAINTED = [node("n1", "a"), node("n2", "b"),
-           make_node("n3").label("zone", "c").label(HOST, "n3").taint("dedicated", "gpu").obj()]
+def tainted(effect: str) -> list[Obj]:
+    return [node("n1", "a"), node("n2", "b"),
+            make_node("n3").label("zone", "c").label(HOST, "n3")
+            .taint("dedicated", "gpu", effect).obj()]
+
+
+@pytest.mark.parametrize(("effect", "policy", "expected"), [
+    pytest.param("NoExecute", {"nodeTaintsPolicy": "Honor"}, {},
+                 id="nodeTaintsPolicy Honor: NoExecute taints exclude too"),
+    pytest.param("PreferNoSchedule", {"nodeTaintsPolicy": "Honor"},
+                 {"n1": (SKEW, False), "n2": (SKEW, False)},
+                 id="nodeTaintsPolicy Honor: PreferNoSchedule taints do not"),
+])
+def test_taint_effects(effect: str, policy: dict[str, str],
+                       expected: dict[str, tuple[str, bool]]) -> None:
+    incoming = spread(pod("p"), 1, "zone", **policy)
+    table = build_table(tainted(effect), pods_on(n1=1, n2=1))
+    result = PodTopologySpread().filter(CycleContext.for_pod(pod_info(incoming), table))
+    assert verdicts(result, table) == expected
+
+
+TAINTED = tainted("NoSchedule")
 
 
 @pytest.mark.parametrize(("policy", "tolerate", "expected"), [
@@ -312,6 +332,14 @@ def test_score_node_affinity_policy(policy: str, expected: dict[str, int]) -> No
     incoming = soft(1, "zone", make_pod("p").label("app", "web").node_selector(tier="web").obj(),
                     nodeAffinityPolicy=policy)
     assert scores(incoming, nodes, pods_on(n2=4, n3=1), ["n1", "n3"]) == expected
+
+
+def test_hostname_score_counts_the_node_itself() -> None:
+    # kube counts a hostname domain straight from the node, without inclusion policies: n2
+    # fails the pod's nodeSelector (Honor) yet its own pods still count when it is scored.
+    nodes = [node("n1", "a", tier="web"), node("n2", "a")]
+    incoming = soft(1, HOST, make_pod("p").label("app", "web").node_selector(tier="web").obj())
+    assert scores(incoming, nodes, pods_on(n2=2)) == {"n1": 100, "n2": 0}
 
 
 def test_go_rounding_is_half_away_from_zero() -> None:

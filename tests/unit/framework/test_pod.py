@@ -1,0 +1,78 @@
+"""Pod parsing: Kubernetes' request arithmetic and clear errors for specs that cannot work."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from pyscheduler.framework.pod import (
+    DEFAULT_MEMORY_REQUEST,
+    DEFAULT_MILLI_CPU_REQUEST,
+    PodSpecError,
+    pod_info,
+)
+
+
+def spec(**kw: Any) -> dict[str, Any]:
+    return {"metadata": {"name": "p", "namespace": "ns", "uid": "u"},
+            "spec": {"containers": [{"name": "c", "image": "x"}], **kw}}
+
+
+def c(name: str, cpu: str | None = None, memory: str | None = None, **kw: Any) -> dict[str, Any]:
+    req = {k: v for k, v in (("cpu", cpu), ("memory", memory)) if v is not None}
+    return {"name": name, "image": "x", "resources": {"requests": req}, **kw}
+
+
+@pytest.mark.parametrize("body, cpu, memory, nonzero_cpu, nonzero_memory", [
+    pytest.param(spec(containers=[c("a", "100m", "1Gi"), c("b", "250m", "1Gi")]),
+                 350, 2 * 2**30, 350, 2 * 2**30, id="containers are summed"),
+    pytest.param(spec(containers=[c("a", "100m")], initContainers=[c("i", "2")]),
+                 2000, 0, 2000, DEFAULT_MEMORY_REQUEST, id="the largest init container wins"),
+    pytest.param(spec(containers=[c("a", "100m")],
+                      initContainers=[c("side", "500m", restartPolicy="Always"), c("i", "1")]),
+                 1500, 0, 1500, DEFAULT_MEMORY_REQUEST,
+                 id="a sidecar runs beside later init containers and the app"),
+    pytest.param(spec(containers=[c("a", "100m", "1Gi")], overhead={"cpu": "50m"}),
+                 150, 2**30, 150, 2**30, id="overhead is added"),
+    pytest.param(spec(containers=[c("a")]), 0, 0, DEFAULT_MILLI_CPU_REQUEST,
+                 DEFAULT_MEMORY_REQUEST, id="absent requests get the scoring defaults"),
+    pytest.param(spec(containers=[c("a", "0", "0")]), 0, 0, 0, 0,
+                 id="an explicit zero is not defaulted"),
+    pytest.param(spec(containers=[{"name": "a", "image": "x", "resources": {
+        "limits": {"cpu": "1", "nvidia.com/gpu": "2"}}}]), 1000, 0, 1000,
+        DEFAULT_MEMORY_REQUEST, id="limits default missing requests"),
+])
+def test_requests(body: dict[str, Any], cpu: int, memory: int, nonzero_cpu: int,
+                  nonzero_memory: int) -> None:
+    pod = pod_info(body)
+    assert (pod.requests.get("cpu", 0), pod.requests.get("memory", 0)) == (cpu, memory)
+    assert (pod.nonzero_cpu, pod.nonzero_memory) == (nonzero_cpu, nonzero_memory)
+
+
+@pytest.mark.parametrize("body, problem", [
+    pytest.param(spec(containers=[c("a", "lots")]),
+                 "spec.containers[0].resources.requests.cpu: 'lots' is not a valid quantity",
+                 id="bad quantity"),
+    pytest.param(spec(affinity={"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution":
+                 {"nodeSelectorTerms": [{"matchExpressions": [
+                     {"key": "a", "operator": "Near", "values": ["x"]}]}]}}}),
+                 "'Near' is not a valid node selector operator", id="unknown operator"),
+    pytest.param(spec(affinity={"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution":
+                 {"nodeSelectorTerms": [{"matchExpressions": [
+                     {"key": "a", "operator": "Gt", "values": ["1_0"]}]}]}}}),
+                 "must be a single integer for operator Gt", id="Gt needs a Go integer"),
+    pytest.param(spec(affinity={"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution":
+                 {"nodeSelectorTerms": [{"matchFields": [
+                     {"key": "metadata.name", "operator": "In", "values": ["a", "b"]}]}]}}}),
+                 "must be only one value for a node field selector",
+                 id="matchFields takes one value"),
+    pytest.param(spec(topologySpreadConstraints=[{"maxSkew": 0, "topologyKey": "z",
+                                                  "whenUnsatisfiable": "DoNotSchedule"}]),
+                 "maxSkew: must be an integer of at least 1", id="bad spread constraint"),
+])
+def test_specs_that_cannot_be_scheduled_name_the_problem(body: dict[str, Any],
+                                                         problem: str) -> None:
+    with pytest.raises(PodSpecError) as exc:
+        pod_info(body)
+    assert problem in str(exc.value)
