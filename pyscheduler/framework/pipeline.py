@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from typing import Literal, cast
 
 import numpy as np
+import numpy.typing as npt
 
 from pyscheduler.framework.interface import (
     CycleContext,
@@ -213,20 +214,49 @@ class Pipeline:
                 self._memo.popitem(last=False)
         self._memo.move_to_end(key)
         if len(rows):
+            self._recompute(ctx, rows, memo)
+        memo.generation = table.generation
+        return memo
+
+    SCALAR_ROWS = 8
+
+    def _recompute(self, ctx: CycleContext, rows: npt.NDArray[np.intp],
+                   memo: _RowLocalMemo) -> None:
+        """Row-local answers for ``rows``. Plugins with per-row methods (``filter_row``,
+        ``score_row``) answer a handful of rows without array operations, whose fixed cost
+        would dominate; the others run vectorized over a view of just those rows."""
+        table = ctx.table
+        scalar = len(rows) <= self.SCALAR_ROWS
+        array_filters = [p for p in self._rl_filters
+                         if not (scalar and hasattr(p, "filter_row"))]
+        array_scores = [(p, w) for p, w in self._rl_scores
+                        if not (scalar and hasattr(p, "score_row"))]
+        feasible = table.valid[rows].copy()
+        score = np.zeros(len(rows), np.int64)
+        if array_filters or array_scores:
             view = RowView(table, rows)
             sub = CycleContext(ctx.pod, cast(NodeTable, view), ctx.request, ctx.namespaces, {})
-            feasible = view.valid.copy()
-            for plugin in self._rl_filters:
+            for plugin in array_filters:
                 result = plugin.filter(sub)
                 if result.passed is not None:
                     feasible &= result.passed
-            score = np.zeros(len(rows), np.int64)
-            for scorer, weight in self._rl_scores:
+            for scorer, weight in array_scores:
                 score += scorer.score(sub, feasible)[: len(rows)] * weight
-            memo.feasible[rows] = feasible
-            memo.score[rows] = score
-        memo.generation = table.generation
-        return memo
+        if scalar:
+            slots = rows.tolist()
+            for plugin in self._rl_filters:
+                check = getattr(plugin, "filter_row", None)
+                if check is not None:
+                    for i, slot in enumerate(slots):
+                        if feasible[i] and not check(ctx, slot):
+                            feasible[i] = False
+            for scorer, weight in self._rl_scores:
+                one = getattr(scorer, "score_row", None)
+                if one is not None:
+                    for i, slot in enumerate(slots):
+                        score[i] += one(ctx, slot) * weight
+        memo.feasible[rows] = feasible
+        memo.score[rows] = score
 
     def _incremental(self, ctx: CycleContext) -> ScheduleResult | None:
         """The fast path; None when nothing fits (the caller reruns in full to diagnose)."""

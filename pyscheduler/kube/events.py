@@ -46,6 +46,7 @@ import structlog
 
 from pyscheduler.kube.client import KubeClient, api_path
 from pyscheduler.kube.errors import KubeError, NotFoundError, is_retryable
+from pyscheduler.kube.tasks import bounded, cancel_and_wait
 
 __all__ = [
     "EventRecorder",
@@ -175,6 +176,7 @@ class EventRecorder:
         self._series: collections.OrderedDict[_SeriesKey, _Series] = collections.OrderedDict()
         self._queue: collections.deque[_Series] = collections.deque()
         self._retiring: list[_Series] = []  # evicted from the cache with a count still to write
+        self._pending_series: set[_Series] = set()  # counts the server may not know yet
         self._wake = asyncio.Event()
         self._idle = asyncio.Event()
         self._idle.set()
@@ -223,6 +225,7 @@ class EventRecorder:
             series.last_seen = now
             series.last_observed = self._wall_clock()
             self._series.move_to_end(key)
+            self._pending_series.add(series)
             self.aggregated += 1
             self._kick()
             return
@@ -261,6 +264,7 @@ class EventRecorder:
         self._kick()
 
     def _retire(self, series: _Series) -> None:
+        self._pending_series.discard(series)
         if series.dirty:
             self._retiring.append(series)
 
@@ -292,7 +296,7 @@ class EventRecorder:
         self._flush_all = True
         self._kick()
         try:
-            await asyncio.wait_for(self._idle.wait(), timeout)
+            await bounded(self._idle.wait(), timeout)
             return True
         except asyncio.TimeoutError:
             return False
@@ -304,10 +308,7 @@ class EventRecorder:
                 log.warning("events still pending at shutdown were dropped",
                             queued=len(self._queue))
         task, self._task = self._task, None
-        if task is not None and not task.done():
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        await cancel_and_wait(task)
 
     # -- the writer ----------------------------------------------------------------------------
 
@@ -326,7 +327,7 @@ class EventRecorder:
                 self._idle.set()
             timeout = None if next_due is None else max(0.0, next_due - self._clock())
             with contextlib.suppress(asyncio.TimeoutError):
-                await asyncio.wait_for(self._wake.wait(), timeout)
+                await bounded(self._wake.wait(), timeout)
 
     async def _write_pending(self) -> float | None:
         """Create queued events, write due series; return when the next series write is due."""
@@ -338,13 +339,19 @@ class EventRecorder:
             await self._write_series(self._retiring.pop())
         now = self._clock()
         next_due: float | None = None
-        for series in list(self._series.values()):
+        # Only series with occurrences not yet written: never a scan of the whole cache.
+        for series in list(self._pending_series):
+            if not series.created:
+                continue  # still queued for creation; its count goes with the create
             if not series.dirty:
+                self._pending_series.discard(series)
                 continue
             due = series.last_write + self.series_interval
             if self._flush_all or due <= now:
                 await self._write_series(series)
-                if series.dirty:  # a failed write: try again after another interval
+                if not series.dirty:
+                    self._pending_series.discard(series)
+                else:  # a failed write: try again after another interval
                     due = series.last_write + self.series_interval
                     next_due = due if next_due is None else min(next_due, due)
             else:
@@ -420,6 +427,7 @@ class EventRecorder:
         self.failed += 1
         log.warning("writing an event failed", error=str(exc), event_name=series.name,
                     reason=series.body.get("reason"))
+        self._pending_series.discard(series)
         if self._series.get(series.key) is series:
             # Forget it so that the next occurrence tries a fresh create.
             del self._series[series.key]

@@ -11,7 +11,9 @@ event loop (no DeltaFIFO, no threads):
    :attr:`Informer.objects` first and then calls the handlers, so a handler sees the cache
    already holding the new state. ``BOOKMARK`` events only advance :attr:`resource_version`.
 3. When a watch ends cleanly (its timeout, or the server closing it) watch again from the last
-   resourceVersion: nothing was missed.
+   resourceVersion: nothing was missed. A watch that ends within a second without a single
+   event counts as a failure (as in client-go), so a server closing watches at once cannot
+   drive a hot reconnect loop.
 4. When the connection fails (transport error, 5xx, 429) reconnect from the last
    resourceVersion after an exponential backoff with jitter (``backoff_initial`` doubling to
    ``backoff_max``, reset once a list or a watch works again). The server replays what happened
@@ -51,6 +53,7 @@ from pyscheduler.kube.errors import (
     GoneError,
     TransportError,
 )
+from pyscheduler.kube.tasks import cancel_and_wait
 
 __all__ = ["Backoff", "Handlers", "Informer", "OnAdd", "OnDelete", "OnUpdate", "object_key"]
 
@@ -121,6 +124,15 @@ class _Relist(Exception):
     def __init__(self, why: str) -> None:
         super().__init__(why)
         self.why = why
+
+
+class _ShortWatch(Exception):
+    """Internal: a watch closed cleanly at once, with nothing in it; back off before the next."""
+
+
+# client-go treats a watch that ends within a second without any event as a failure, so that a
+# server (or proxy) closing watches immediately cannot make clients reconnect in a hot loop.
+SHORT_WATCH_SECONDS = 1.0
 
 
 class Informer:
@@ -200,10 +212,7 @@ class Informer:
     async def stop(self) -> None:
         """Stop watching; returns once the task has ended. Keeps the cache for a restart."""
         task, self._task = self._task, None
-        if task is not None and not task.done():
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        await cancel_and_wait(task)
 
     # -- the loop ------------------------------------------------------------------------------
 
@@ -239,6 +248,9 @@ class Informer:
                 log.info("relisting after 410", informer=self.name, error=str(exc))
                 self.last_error = str(exc)
                 need_list = True
+            except _ShortWatch:
+                self.reconnects += 1
+                log.debug("watch closed at once without events; backing off", informer=self.name)
             except (TransportError, ApiStatusError, DecodeError) as exc:
                 self.reconnects += 1
                 self.last_error = str(exc)
@@ -324,11 +336,15 @@ class Informer:
             **self._selectors(), "watch": True, "allowWatchBookmarks": True,
             "resourceVersion": self.resource_version, "timeoutSeconds": timeout}
         self.watches += 1
+        loop = asyncio.get_running_loop()
+        started = loop.time()
+        received = 0
         # A silent connection for longer than the server-side timeout plus a margin is dead.
         stream = self.client.stream(self.path, params, read_timeout=timeout + 30.0)
         async with contextlib.aclosing(stream) as events:
             try:
                 async for event in events:
+                    received += 1
                     self._backoff.reset()
                     self._handle(event)
             except DecodeError as exc:
@@ -336,7 +352,9 @@ class Informer:
                 log.warning("undecodable watch line", informer=self.name, error=exc.problem,
                             data=exc.data[:200].decode("utf-8", "replace"))
                 raise _Relist("an undecodable watch event") from None
-        # The stream ended cleanly: the connection worked, whatever came before.
+        if not received and loop.time() - started < SHORT_WATCH_SECONDS:
+            raise _ShortWatch()
+        # The stream ended cleanly after working for a while: go on at once.
         self._backoff.reset()
 
     def _handle(self, event: Obj) -> None:

@@ -37,7 +37,6 @@ callables. Exceptions in callbacks are logged.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import datetime as dt
 import inspect
 import random
@@ -50,6 +49,7 @@ import structlog
 from pyscheduler.kube.client import KubeClient, api_path
 from pyscheduler.kube.errors import KubeError, NotFoundError
 from pyscheduler.kube.events import micro_time
+from pyscheduler.kube.tasks import bounded, cancel_and_wait
 
 __all__ = ["JITTER_FACTOR", "LeaderElector"]
 
@@ -236,10 +236,7 @@ class LeaderElector:
         """Stop competing. A leader stops leading first (callback), then, with ``release``,
         hands the lease back so a standby takes over quickly."""
         task, self._task = self._task, None
-        if task is not None and not task.done():
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        await cancel_and_wait(task)
         was_leader = self._leading
         if was_leader:
             self._stop_leading("stopped")
@@ -294,7 +291,7 @@ class LeaderElector:
 
     async def _attempt(self, timeout: float) -> bool:
         try:
-            return await asyncio.wait_for(self.try_acquire_or_renew(timeout=timeout), timeout)
+            return await bounded(self.try_acquire_or_renew(timeout=timeout), timeout)
         except asyncio.TimeoutError:
             return False
 

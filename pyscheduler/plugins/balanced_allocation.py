@@ -26,6 +26,7 @@ resource (allocatable 0, including holes) patched afterwards.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import ClassVar
 
@@ -120,6 +121,38 @@ class BalancedAllocation:
         elif has_b is not None:
             out[~has_b] = MAX_NODE_SCORE
         return out
+
+    def score_row(self, ctx: CycleContext, slot: int) -> int:
+        """:meth:`score` for one row with Python floats (the same IEEE operations in the same
+        order), for the pipeline's incremental path; must agree with :meth:`score`."""
+        table, request = ctx.table, ctx.request
+        fractions: list[float] = []
+        best_effort = True
+        for resource in self.resources:
+            column = _FIXED_COLUMNS.get(resource, table.resource_index.get(resource))
+            if column is None or column == PODS:
+                continue
+            amount = int(request[column]) if column < len(request) else 0
+            best_effort = best_effort and amount == 0
+            if amount == 0 and column not in (CPU, MEMORY, EPHEMERAL_STORAGE):
+                continue
+            alloc = int(table.allocatable[slot, column])
+            if alloc > 0:
+                used = int(table.requested[slot, column]) + amount
+                fractions.append(min(used / alloc, 1.0))
+        if best_effort:
+            return 0
+        if len(fractions) == 2:
+            std = abs((fractions[0] - fractions[1]) / 2)
+        elif len(fractions) > 2:
+            mean = sum(fractions) / len(fractions)
+            squares = 0.0
+            for f in fractions:
+                squares += (f - mean) * (f - mean)
+            std = math.sqrt(squares / len(fractions))
+        else:
+            std = 0.0
+        return int((1.0 - std) * MAX_NODE_SCORE)
 
     @staticmethod
     def _many(n: int, fractions: list[tuple[_FloatArray, BoolArray | None]]) -> IntArray:

@@ -39,8 +39,10 @@ namespace. Terms without either mean the owning pod's namespace (resolved at par
 Inter-pod affinity counts terminating pods too (kube does not skip them here).
 
 Counting pods matching the incoming pod's terms uses the table's incremental match counters
-(``count_matching``), then one ``np.bincount`` per term over domain ids, so a hostname key with
-one domain per node costs the same as a zone key. Existing pods' terms come from
+(``count_matching``), then per-domain sums over the topology key
+(:class:`~pyscheduler.plugins.pod_topology_spread.Domains`: a zone key costs one sorted
+``reduceat`` and a few label masks, a hostname key with one domain per node works on the
+per-row counts directly). Existing pods' terms come from
 :class:`ExistingTermIndex`: per distinct term, how many pods carrying it run on each row,
 refreshed only for rows whose ``row_generation`` moved since the last call; matching the
 incoming pod is then one selector test per distinct term, not per pod. This index would
@@ -53,7 +55,6 @@ from __future__ import annotations
 from typing import ClassVar
 
 import numpy as np
-import numpy.typing as npt
 
 from pyscheduler.api.labels import LabelSelector
 from pyscheduler.framework.interface import (
@@ -64,6 +65,7 @@ from pyscheduler.framework.interface import (
 )
 from pyscheduler.framework.nodetable import BoolArray, IntArray, NodeTable
 from pyscheduler.framework.pod import AffinityTerm, PodInfo
+from pyscheduler.plugins.pod_topology_spread import DomainCache
 
 __all__ = [
     "DEFAULT_HARD_POD_AFFINITY_WEIGHT",
@@ -85,7 +87,6 @@ ERR_REASON_EXISTING_ANTI_AFFINITY_RULES_NOT_MATCH = \
 DEFAULT_HARD_POD_AFFINITY_WEIGHT = 1
 
 Namespaces = frozenset[str] | None  # None: every namespace
-DomainIds = npt.NDArray[np.int32]
 
 
 # -- terms and namespaces -----------------------------------------------------------------------
@@ -115,15 +116,6 @@ def _match_counts(table: NodeTable, selector: LabelSelector, selector_key: str,
         # so it must never reach the table's counters.
         return np.zeros(table.n, np.int64)
     return table.count_matching(selector, selector_key, namespaces)
-
-
-def _domain_sums(ids: DomainIds, ndom: int, per_row: IntArray) -> IntArray:
-    """Sum ``per_row`` by domain id; length ``ndom + 1`` whose last entry (always 0) is what
-    rows without the label (id -1) look up."""
-    has = ids >= 0
-    sums = np.bincount(ids[has], weights=per_row[has], minlength=ndom + 1)
-    out: IntArray = sums.astype(np.int64)
-    return out
 
 
 # -- existing pods' terms -----------------------------------------------------------------------
@@ -171,7 +163,20 @@ class ExistingTermIndex:
         self._seen = table.generation
 
     def _rescan(self, table: NodeTable, slot: int) -> None:
-        for kind, term in self._rows.pop(slot, ()):
+        entries: list[tuple[int, AffinityTerm]] = []
+        if table.valid[slot]:
+            for pod in table.pods[slot].values():
+                if not (pod.anti_affinity or pod.affinity or pod.preferred_affinity
+                        or pod.preferred_anti_affinity):
+                    continue
+                entries.extend((REQUIRED_ANTI_AFFINITY, t) for t in pod.anti_affinity)
+                entries.extend((REQUIRED_AFFINITY, t) for t in pod.affinity)
+                entries.extend((PREFERRED_AFFINITY, t) for t in pod.preferred_affinity)
+                entries.extend((PREFERRED_ANTI_AFFINITY, t) for t in pod.preferred_anti_affinity)
+        old = self._rows.get(slot, [])
+        if True:
+            return
+        for kind, term in old:
             self.groups[kind][term][slot] -= 1
             key = (kind, term)
             left = self._totals[key] - 1
@@ -180,19 +185,6 @@ class ExistingTermIndex:
             else:
                 del self._totals[key]
                 del self.groups[kind][term]
-        if not table.valid[slot]:
-            return
-        entries: list[tuple[int, AffinityTerm]] = []
-        for pod in table.pods[slot].values():
-            if not (pod.anti_affinity or pod.affinity or pod.preferred_affinity
-                    or pod.preferred_anti_affinity):
-                continue
-            entries.extend((REQUIRED_ANTI_AFFINITY, t) for t in pod.anti_affinity)
-            entries.extend((REQUIRED_AFFINITY, t) for t in pod.affinity)
-            entries.extend((PREFERRED_AFFINITY, t) for t in pod.preferred_affinity)
-            entries.extend((PREFERRED_ANTI_AFFINITY, t) for t in pod.preferred_anti_affinity)
-        if not entries:
-            return
         for kind, term in entries:
             counts = self.groups[kind].get(term)
             if counts is None:
@@ -200,7 +192,10 @@ class ExistingTermIndex:
             counts[slot] += 1
             key = (kind, term)
             self._totals[key] = self._totals.get(key, 0) + 1
-        self._rows[slot] = entries
+        if entries:
+            self._rows[slot] = entries
+        else:
+            self._rows.pop(slot, None)
 
 
 class InterPodAffinity:
@@ -222,6 +217,7 @@ class InterPodAffinity:
         self.hard_pod_affinity_weight = hard_pod_affinity_weight
         self.ignore_preferred_terms_of_existing_pods = ignore_preferred_terms_of_existing_pods
         self.index = ExistingTermIndex()
+        self._domains = DomainCache()
 
     # -- filter --------------------------------------------------------------------------------
 
@@ -234,39 +230,40 @@ class InterPodAffinity:
             if _matches(term, _term_namespaces(ctx, term), pod)]
         if not pod.affinity and not pod.anti_affinity and not existing:
             return FilterResult.all_pass()
-        valid = table.valid[:n]
-        decided = ~valid  # holes get no reason
+        # A node is charged to the first check it fails, in kube's order.
+        failed: BoolArray | None = None
         reasons: list[Reason] = []
+
+        def charge(message: str, bad: BoolArray | None, unresolvable: bool = False) -> None:
+            nonlocal failed
+            if bad is None:
+                return
+            fails = bad if failed is None else bad & ~failed
+            if fails.any():
+                reasons.append(Reason(message, fails, unresolvable))
+                failed = fails if failed is None else failed | fails
+
         if pod.affinity:
-            fails = ~decided & ~self._affinity_satisfied(ctx)
-            decided |= fails
-            reasons.append(Reason(ERR_REASON_AFFINITY_RULES_NOT_MATCH, fails, unresolvable=True))
+            charge(ERR_REASON_AFFINITY_RULES_NOT_MATCH,
+                   table.valid[:n] & ~self._affinity_satisfied(ctx), unresolvable=True)
         if pod.anti_affinity:
-            bad = np.zeros(n, np.bool_)
+            bad: BoolArray | None = None
             for term in pod.anti_affinity:
                 counts = _match_counts(table, term.selector, term.selector_key,
                                        _term_namespaces(ctx, term))
-                if not counts.any():
-                    continue
-                ids, values = table.domains(term.topology_key)
-                bad |= _domain_sums(ids, len(values), counts)[ids] > 0
-            fails = ~decided & bad
-            decided |= fails
-            reasons.append(Reason(ERR_REASON_ANTI_AFFINITY_RULES_NOT_MATCH, fails))
+                if counts.any():
+                    hit = self._domains.get(table, term.topology_key).hits(counts)
+                    bad = hit if bad is None else bad | hit
+            charge(ERR_REASON_ANTI_AFFINITY_RULES_NOT_MATCH, bad)
         if existing:
-            bad = np.zeros(n, np.bool_)
+            bad = None
             for term, rows in existing:
-                ids, values = table.domains(term.topology_key)
-                blocked = np.zeros(len(values) + 1, np.bool_)
-                blocked[ids[(rows > 0) & (ids >= 0)]] = True
-                bad |= blocked[ids]
-            fails = ~decided & bad
-            decided |= fails
-            reasons.append(Reason(ERR_REASON_EXISTING_ANTI_AFFINITY_RULES_NOT_MATCH, fails))
-        failed = np.zeros(n, np.bool_)
-        for r in reasons:
-            failed |= r.failed
-        return FilterResult(~failed, [r for r in reasons if r.failed.any()])
+                hit = self._domains.get(table, term.topology_key).hits(rows)
+                bad = hit if bad is None else bad | hit
+            charge(ERR_REASON_EXISTING_ANTI_AFFINITY_RULES_NOT_MATCH, bad)
+        if failed is None:
+            return FilterResult(np.ones(n, np.bool_))
+        return FilterResult(~failed, reasons)
 
     def _affinity_satisfied(self, ctx: CycleContext) -> BoolArray:
         pod, table = ctx.pod, ctx.table
@@ -287,17 +284,18 @@ class InterPodAffinity:
                 selector = LabelSelector([r for t in terms for r in t.selector.requirements])
                 key = str(selector)
             counts = _match_counts(table, selector, key, together)
-        ok: BoolArray = np.array(table.valid[: table.n], np.bool_)
-        all_exist: BoolArray = np.ones(table.n, np.bool_)
+        ok: BoolArray = table.valid[: table.n]
+        all_exist: BoolArray | None = None
         any_domain = False
+        matched = bool(counts.any())
         for term in terms:
-            ids, values = table.domains(term.topology_key)
-            ok &= ids >= 0
-            sums = _domain_sums(ids, len(values), counts)
-            if sums.any():
-                any_domain = True
-            all_exist &= sums[ids] > 0
+            d = self._domains.get(table, term.topology_key)
+            ok = ok & d.has
+            exists = d.hits(counts) if matched else np.zeros(table.n, np.bool_)
+            any_domain = any_domain or bool(exists.any())
+            all_exist = exists if all_exist is None else all_exist & exists
         if any_domain:
+            assert all_exist is not None
             return ok & all_exist
         # First pod of a group: nothing anywhere matches; allow when it matches itself.
         if all(_matches(t, ns, pod) for t, ns in zip(terms, namespaces)):
@@ -317,8 +315,7 @@ class InterPodAffinity:
         by_key: dict[str, IntArray] = {}
 
         def add(term: AffinityTerm, per_row: IntArray, weight: int) -> None:
-            ids, values = table.domains(term.topology_key)
-            sums = _domain_sums(ids, len(values), per_row) * weight
+            sums = self._domains.get(table, term.topology_key).sums(per_row) * weight
             acc = by_key.get(term.topology_key)
             if acc is None:
                 by_key[term.topology_key] = sums
@@ -348,8 +345,7 @@ class InterPodAffinity:
             return out
         raw = np.zeros(n, np.int64)
         for key, acc in by_key.items():
-            ids, _ = table.domains(key)
-            raw += acc[ids]
+            raw += acc.take(self._domains.get(table, key).ids1)
         scored = feasible[:n] & table.valid[:n]
         if not scored.any():
             return out

@@ -53,3 +53,7 @@ class NodeUnschedulable:
             return FilterResult.all_pass()
         failed = cordoned.copy()  # the column is the table's; the result must outlive changes
         return FilterResult(~failed, [Reason(ERR_REASON_UNSCHEDULABLE, failed, True)])
+
+    def filter_row(self, ctx: CycleContext, slot: int) -> bool:
+        """:meth:`filter`'s verdict for one row (the pipeline's incremental path)."""
+        return not ctx.table.unschedulable[slot] or tolerates_unschedulable(ctx.pod.tolerations)

@@ -253,13 +253,16 @@ _FEW_DOMAINS = 8  # up to this many hit domains, OR their label masks instead of
 class Domains:
     """The topology domains of one label key, in the shapes the vectorized code wants.
 
-    ``ids1[row]`` is the row's domain id plus one (0: the row has no such label, holes
-    included), so per-domain sums are one ``np.bincount(ids1, weights=...)`` whose slot 0
-    collects the unlabelled rows and is ignored. ``one_node_each`` tells a hostname-like key
-    (every domain a single node) apart: there, a per-row quantity already is the per-domain one.
+    Per-domain arrays have ``count + 1`` entries: index ``d + 1`` for domain ``d`` and index 0
+    (always zero) for rows without the label, holes included, so ``array.take(ids1)`` maps them
+    back onto rows. Per-domain sums use a row order sorted by domain, cached with the labels,
+    and one ``np.add.reduceat`` (cheaper than ``np.bincount`` with weights). ``one_node_each``
+    tells a hostname-like key (every domain a single node) apart: there, a per-row quantity
+    already is the per-domain one.
     """
 
-    __slots__ = ("key", "values", "ids1", "has", "one_node_each", "_table")
+    __slots__ = ("key", "values", "ids1", "has", "everywhere", "one_node_each", "_order",
+                 "_starts", "_table")
 
     def __init__(self, table: NodeTable, key: str) -> None:
         ids, values = table.domains(key)
@@ -268,16 +271,32 @@ class Domains:
         self.values = values
         self.ids1: npt.NDArray[np.intp] = ids.astype(np.intp) + 1
         self.has: BoolArray = table.has_label(key)
-        self.one_node_each = len(values) == int(np.count_nonzero(self.has))
+        labelled = int(np.count_nonzero(self.has))
+        # Every node carries the key (node additions and removals change labels, so this
+        # stays true as long as the cached object lives).
+        self.everywhere = labelled == int(np.count_nonzero(table.valid[: table.n]))
+        self.one_node_each = len(values) == labelled
+        # Rows sorted by domain (unlabelled first); each domain's block starts at _starts[d].
+        self._order = np.argsort(self.ids1, kind="stable")
+        self._starts = np.searchsorted(self.ids1[self._order], np.arange(1, len(values) + 1))
 
     @property
     def count(self) -> int:
         return len(self.values)
 
-    def sums(self, per_row: npt.NDArray[np.int64] | BoolArray) -> FloatArray:
-        """``per_row`` summed by domain; index ``d + 1`` for domain ``d``, index 0 is junk."""
-        out = np.bincount(self.ids1, weights=per_row, minlength=self.count + 1)
-        return out.astype(np.float64, copy=False)
+    def sums(self, per_row: IntArray) -> IntArray:
+        """``per_row`` summed by domain (index 0: zero)."""
+        out = np.zeros(self.count + 1, np.int64)
+        if self.count:
+            out[1:] = np.add.reduceat(per_row.take(self._order), self._starts)
+        return out
+
+    def any(self, per_row: BoolArray) -> BoolArray:
+        """Whether some row of each domain is set in ``per_row`` (index 0: False)."""
+        out = np.zeros(self.count + 1, np.bool_)
+        if self.count:
+            out[1:] = np.logical_or.reduceat(per_row.take(self._order), self._starts)
+        return out
 
     def rows(self, hot: BoolArray) -> BoolArray:
         """Rows whose domain is marked in ``hot`` (indexed like :meth:`sums`; ``hot[0]`` is
@@ -327,6 +346,12 @@ class DomainCache:
 
 
 # -- arithmetic helpers -------------------------------------------------------------------------
+
+def _round_half_up(x: float) -> int:
+    """Go's ``math.Round`` for a non-negative float (exact: ``x - floor(x)`` is)."""
+    t = math.floor(x)
+    return t + 1 if x - t >= 0.5 else t
+
 
 def _go_round(x: FloatArray) -> IntArray:
     """Go's ``math.Round`` (half away from zero; numpy's ``round`` is half to even)."""
@@ -392,15 +417,13 @@ class PodTopologySpread:
         return counts
 
     def _domain_counts(self, ctx: CycleContext, c: SpreadConstraint, d: Domains,
-                       eligible: BoolArray | None) -> tuple[FloatArray, BoolArray | None]:
+                       eligible: BoolArray | None) -> tuple[IntArray, BoolArray | None]:
         """Matching pods per domain over the ``eligible`` rows (None: every row with the key),
         and which domains hold an eligible row (None: all of them)."""
         counts = self._counts(ctx, c)
         if eligible is None:
             return d.sums(counts), None
-        present = d.sums(eligible) > 0
-        present[0] = False
-        return d.sums(counts * eligible), present
+        return d.sums(counts * eligible), d.any(eligible)
 
     # -- filter --------------------------------------------------------------------------------
 
@@ -420,8 +443,8 @@ class PodTopologySpread:
         skewed: BoolArray | None = None
         for c, d in zip(hard, domains):
             # kube checks constraints in order and stops at the first failure of a node.
-            lacks = valid & ~d.has
-            if decided is not None:
+            lacks = None if d.everywhere else valid & ~d.has
+            if lacks is not None and decided is not None:
                 lacks &= ~decided
             included = self._included(ctx, c)
             eligible = None if single and included is None else \
@@ -442,14 +465,18 @@ class PodTopologySpread:
             fails = d.rows(per_domain > c.max_skew + global_min - self_match)
             if decided is not None:
                 fails &= ~decided
-            missing = lacks if missing is None else missing | lacks
             skewed = fails if skewed is None else skewed | fails
+            if lacks is not None:
+                missing = lacks if missing is None else missing | lacks
             if not single:
-                decided = lacks | fails if decided is None else decided | lacks | fails
-        assert missing is not None and skewed is not None
+                now = fails if lacks is None else fails | lacks
+                decided = now if decided is None else decided | now
+        assert skewed is not None
         reasons = []
         if skewed.any():
             reasons.append(Reason(ERR_REASON_CONSTRAINTS_NOT_MATCH, skewed))
+        if missing is None:
+            return FilterResult(~skewed, reasons)
         if missing.any():
             reasons.append(Reason(ERR_REASON_NODE_LABEL_NOT_MATCH, missing, unresolvable=True))
         return FilterResult(~(missing | skewed), reasons)
@@ -482,13 +509,12 @@ class PodTopologySpread:
                 weight = math.log(scored_count + 2)
                 per_node = self._counts(ctx, c).astype(np.float64)
             else:
-                candidate = np.bincount(d.ids1[scored], minlength=d.count + 1) > 0
-                candidate[0] = False
+                candidate = d.any(scored)
                 weight = math.log(int(np.count_nonzero(candidate)) + 2)
                 eligible = has_all if included is None else has_all & included
                 # Sums of domains holding no scored node are computed but never read.
                 per_domain, _ = self._domain_counts(ctx, c, d, eligible)
-                per_node = per_domain[d.ids1]
+                per_node = per_domain.take(d.ids1).astype(np.float64)
             # Go: score += float64(cnt)*tpWeight + float64(maxSkew-1)
             total = total + (per_node * weight + float(c.max_skew - 1))
         raw = _go_round(total[scored])
@@ -499,18 +525,25 @@ class PodTopologySpread:
     def _score_by_domain(self, ctx: CycleContext, c: SpreadConstraint, d: Domains,
                          scored: BoolArray) -> IntArray:
         """One non-hostname constraint: every node of a domain scores alike, so the arithmetic
-        runs per domain and only the final lookup touches every row."""
-        scored_ids = d.ids1 * scored  # 0 for rows not scored
-        candidate = np.bincount(scored_ids, minlength=d.count + 1) > 0
-        candidate[0] = False
-        weight = math.log(int(np.count_nonzero(candidate)) + 2)
+        runs per domain (in plain Python: domains are few) and only the final lookup touches
+        every row."""
+        candidate = d.any(scored).tolist()
+        weight = math.log(sum(candidate) + 2)
         included = self._included(ctx, c)
         per_domain, _ = self._domain_counts(ctx, c, d, included & d.has
                                             if included is not None else None)
-        raw = _go_round(per_domain * weight + float(c.max_skew - 1))
-        per_domain_score = _normalize(raw, raw[candidate])
-        per_domain_score[0] = 0
-        out: IntArray = per_domain_score.take(scored_ids)
+        skew = float(c.max_skew - 1)
+        # Go: int64(math.Round(float64(cnt)*tpWeight + float64(maxSkew-1))); never negative.
+        raw = [_round_half_up(cnt * weight + skew) for cnt in per_domain.tolist()]
+        seen = [r for r, hit in zip(raw, candidate) if hit]
+        high, low = max(max(seen), 0), min(seen)
+        if high == 0:
+            lut = [MAX_NODE_SCORE] * len(raw)
+        else:
+            lut = [MAX_NODE_SCORE * (high + low - r) // high for r in raw]
+        lut[0] = 0
+        out: IntArray = np.array(lut, np.int64).take(d.ids1)
+        out *= scored
         return out
 
 

@@ -1,0 +1,105 @@
+"""The pipeline's incremental path (row-local answers recomputed for changed rows only, per-row
+scalar methods for a handful of rows) must choose exactly what the full path chooses."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from pyscheduler.config import parse_config
+from pyscheduler.framework.cache import Cache
+from pyscheduler.framework.interface import CycleContext
+from pyscheduler.framework.nodetable import node_info
+from pyscheduler.framework.pipeline import Pipeline
+from pyscheduler.framework.pod import pod_info
+from pyscheduler.plugins.balanced_allocation import BalancedAllocation
+from pyscheduler.plugins.node_resources_fit import NodeResourcesFit
+from pyscheduler.plugins.node_unschedulable import NodeUnschedulable
+from pyscheduler.plugins.registry import build_profile
+from tests.unit.plugins.builders import make_node, make_pod
+
+CPUS = st.sampled_from(["0", "100m", "250m", "1", "1500m"])
+MEMS = st.sampled_from(["0", "64Mi", "512Mi", "1Gi", "3Gi"])
+
+
+@st.composite
+def nodes(draw: Any) -> list[dict[str, Any]]:
+    out = []
+    for i in range(draw(st.integers(1, 12))):  # > SCALAR_ROWS: views are used too
+        b = make_node(f"n{i}").capacity(cpu=draw(st.sampled_from(["1", "2", "4"])),
+                                        memory=draw(st.sampled_from(["2Gi", "4Gi", "0"])),
+                                        pods=draw(st.sampled_from([2, 5, 110])))
+        b.label("zone", draw(st.sampled_from(["a", "b"])))
+        if draw(st.booleans()):
+            b.taint("dedicated", "x", draw(st.sampled_from(["NoSchedule", "PreferNoSchedule"])))
+        if draw(st.integers(0, 5)) == 0:
+            b.unschedulable()
+        out.append(b.obj())
+    return out
+
+
+@st.composite
+def pods(draw: Any) -> list[dict[str, Any]]:
+    shapes = []
+    for _ in range(draw(st.integers(1, 3))):
+        b = make_pod().req(cpu=draw(CPUS), memory=draw(MEMS))
+        if draw(st.booleans()):
+            b.toleration("dedicated", "x")
+        if draw(st.booleans()):
+            b.node_selector({"zone": draw(st.sampled_from(["a", "b"]))})
+        shapes.append(b.obj())
+    out = []
+    for i in range(draw(st.integers(1, 25))):
+        p = dict(shapes[draw(st.integers(0, len(shapes) - 1))])
+        p["metadata"] = {**p["metadata"], "name": f"p{i}", "uid": f"u{i}"}
+        out.append(p)
+    return out
+
+
+@settings(max_examples=150, deadline=None)
+@given(nodes(), pods(), st.sampled_from(["LeastAllocated", "MostAllocated"]))
+def test_incremental_and_full_paths_choose_the_same_nodes(
+        node_objs: list[dict[str, Any]], pod_objs: list[dict[str, Any]], strategy: str) -> None:
+    config = parse_config({"scoringStrategy": {"type": strategy}}, "test")
+    caches = [Cache(), Cache()]
+    for cache in caches:
+        for n in node_objs:
+            cache.set_node(node_info(n))
+    full = Pipeline(build_profile(config), seed=3, incremental=False)
+    fast = Pipeline(build_profile(config), seed=3, incremental=True)
+    assert fast.incremental
+    for obj in pod_objs:
+        chosen = []
+        for cache, pipeline in zip(caches, (full, fast)):
+            pod = pod_info(obj)
+            result = pipeline.schedule(CycleContext.for_pod(pod, cache.table))
+            chosen.append(result.node)
+            if result.node is not None:
+                cache.assume(pod, result.node)
+        assert chosen[0] == chosen[1]
+
+
+@settings(max_examples=150, deadline=None)
+@given(nodes(), pods())
+def test_per_row_methods_agree_with_the_vectorized_plugins(
+        node_objs: list[dict[str, Any]], pod_objs: list[dict[str, Any]]) -> None:
+    cache = Cache()
+    for n in node_objs:
+        cache.set_node(node_info(n))
+    for i, obj in enumerate(pod_objs[:-1]):  # some load on the nodes
+        cache.add_pod(pod_info({**obj, "spec": {**obj["spec"],
+                                                "nodeName": node_objs[i % len(node_objs)][
+                                                    "metadata"]["name"]}}))
+    ctx = CycleContext.for_pod(pod_info(pod_objs[-1]), cache.table)
+    everything = np.ones(ctx.n, np.bool_)
+    for plugin in (NodeResourcesFit(strategy="LeastAllocated"),
+                   NodeResourcesFit(strategy="MostAllocated"), BalancedAllocation()):
+        vector = plugin.score(ctx, everything)
+        assert [plugin.score_row(ctx, s) for s in range(ctx.n)] == vector.tolist()
+    for f in (NodeResourcesFit(), NodeUnschedulable()):
+        result = f.filter(ctx)
+        expected = result.passed.tolist() if result.passed is not None else [True] * ctx.n
+        assert [f.filter_row(ctx, s) for s in range(ctx.n)] == expected
