@@ -318,20 +318,32 @@ class KubeClient:
 
     # -- plumbing ------------------------------------------------------------------------------
 
-    async def _authorization(self, *, force_refresh: bool = False) -> str | None:
+    async def _authorization(self, *, rejected: str | None = None) -> str | None:
+        """The ``Authorization`` header value. ``rejected``: the value a 401 just refused,
+        refreshed unless another caller has already replaced it."""
         source = self.config.token_source
         if source is not None:
-            stale = (self._token_fetched_at is None or
-                     self._clock() - self._token_fetched_at >= self.token_refresh_seconds)
-            if stale or force_refresh:
+            if rejected is not None:
+                # Refresh unless another caller already replaced the refused token.
+                stale = rejected == self._header()
+            else:
+                stale = (self._token_fetched_at is None or
+                         self._clock() - self._token_fetched_at >= self.token_refresh_seconds)
+            if stale:
+                seen = self._token_fetched_at
                 if self._token_lock is None:
                     self._token_lock = asyncio.Lock()
                 async with self._token_lock:
-                    try:
-                        self._token = _strip_bearer(await asyncio.to_thread(source))
-                    except Exception as exc:  # keep the old token; the server will judge it
-                        log.warning("refreshing the bearer token failed", error=str(exc))
-                    self._token_fetched_at = self._clock()
+                    # Concurrent callers queue here; only the first one refreshes.
+                    if self._token_fetched_at == seen:
+                        try:
+                            self._token = _strip_bearer(await asyncio.to_thread(source))
+                        except Exception as exc:  # keep the old token; the server will judge
+                            log.warning("refreshing the bearer token failed", error=str(exc))
+                        self._token_fetched_at = self._clock()
+        return self._header()
+
+    def _header(self) -> str | None:
         return f"Bearer {self._token}" if self._token else None
 
     def _headers(self, authorization: str | None, content_type: str | None,
@@ -406,7 +418,7 @@ class KubeClient:
                 # An expired token: refresh once and try again, as client-go's
                 # exec/projected-token round trippers do.
                 retried_auth = True
-                await self._authorization(force_refresh=True)
+                await self._authorization(rejected=authorization)
                 continue
             if (error.retry_after is not None and attempt < self.max_retries
                     and (error.code == 429 or error.code >= 500)):

@@ -113,7 +113,7 @@ def test_deployment_creates_replicaset_and_scales(api: client.ApiClient, core: c
         "containers": [{"name": "c", "image": "nginx:1.28"}]}}}})
     wait_for(lambda: len(apps.list_namespaced_replica_set(namespace).items) == 2, what="new RS")
     wait_for(lambda: [p.spec.containers[0].image for p in pods_of(core, namespace, "app=web")]
-             == ["nginx:1.28"], what="rollout", timeout=15)
+             == ["nginx:1.28"], what="rollout", timeout=30)
 
 
 @pytest.mark.parametrize("policy, dependents_remain", [

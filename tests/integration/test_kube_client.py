@@ -27,7 +27,8 @@ def configmap(name: str, **data: str) -> dict[str, Any]:
     return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name}, "data": data}
 
 
-def pod(name: str, scheduler: str = "pyscheduler") -> dict[str, Any]:
+def pod(name: str, scheduler: str = "no-such-scheduler") -> dict[str, Any]:
+    """A pod no running scheduler picks up: the tests bind it themselves."""
     return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name},
             "spec": {"schedulerName": scheduler,
                      "containers": [{"name": "app", "image": "nginx:1.27"}]}}

@@ -160,6 +160,16 @@ def test_gone_and_server_errors_on_the_watch() -> None:
     assert informer.objects["ns/b"]["metadata"]["uid"] == "uid-b2"
 
 
+def test_watches_closed_at_once_back_off_instead_of_spinning() -> None:
+    server = Scripted(lists=[listing(5, cm("a", 1))],
+                      watches=[stream() for _ in range(4)] +
+                              [stream({"type": "ADDED", "object": cm("b", 6)}, hold=True)])
+    seen = Recorder()
+    informer = run(lambda: informer_against(server, seen, lambda: "b" in seen.model))
+    assert informer.reconnects == 4 and informer.relists == 0
+    assert server.watch_rvs() == ["5"] * 5
+
+
 def test_request_retries_throttling_and_reports_bad_answers() -> None:
     calls: list[str] = []
 
@@ -203,6 +213,39 @@ def test_request_retries_throttling_and_reports_bad_answers() -> None:
                 assert errors.is_retryable(html.value)
                 with pytest.raises(errors.DecodeError):
                     await client.get("/not-json")
+        finally:
+            await runner.cleanup()
+    run(body)
+
+
+def test_an_expired_token_is_refreshed_once_after_a_401() -> None:
+    tokens = iter(["Bearer old", "new", "newer"])
+    fetched: list[str] = []
+
+    def token_source() -> str:
+        fetched.append(next(tokens))
+        return fetched[-1]
+
+    async def handle(request: web.Request) -> web.StreamResponse:
+        if request.headers.get("Authorization") != "Bearer new":
+            return web.json_response({"kind": "Status", "code": 401, "reason": "Unauthorized",
+                                      "message": "Unauthorized"}, status=401)
+        return web.json_response({"ok": True})
+
+    async def body() -> None:
+        app = web.Application()
+        app.router.add_route("*", "/{tail:.*}", handle)
+        runner = web.AppRunner(app, shutdown_timeout=0.1)
+        await runner.setup()
+        site = web.TCPSite(runner, "127.0.0.1", 0)
+        await site.start()
+        port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+        config = ConnectionConfig(host=f"http://127.0.0.1:{port}", token_source=token_source)
+        try:
+            async with KubeClient(config) as client:
+                results = await asyncio.gather(*(client.get("/x") for _ in range(5)))
+                assert results == [{"ok": True}] * 5
+                assert fetched == ["Bearer old", "new"]  # one load, one refresh, shared
         finally:
             await runner.cleanup()
     run(body)

@@ -79,7 +79,7 @@ def test_one_leader_and_takeover_after_it_stops_renewing(cluster: BackgroundClus
         async with candidates(cluster, namespace, "a", "b") as group:
             for c in group:
                 c.elector.start()
-            leader = await exactly_one_leads(group, 1.0)
+            leader = await exactly_one_leads(group, 0.6)
             other = next(c for c in group if c is not leader)
             spec = await lease(leader.elector.client, namespace)
             assert spec["holderIdentity"] == leader.elector.identity
@@ -90,9 +90,11 @@ def test_one_leader_and_takeover_after_it_stops_renewing(cluster: BackgroundClus
             await leader.elector.stop(release=False)
             assert leader.log[-1][0] == "stopped" and not leader.leading
             gone = asyncio.get_running_loop().time()
-            await eventually(lambda: other.leading, timeout=LEASE + 2, what="the takeover")
+            await eventually(lambda: other.leading, timeout=LEASE + 3, what="the takeover")
             took = asyncio.get_running_loop().time() - gone
-            assert LEASE * 0.5 < took < LEASE + 1.0
+            # Not before the lease ran out (it was renewed up to one retry period before the
+            # stop), and not much after (loop latency on a busy machine aside).
+            assert LEASE - RETRY * 1.5 < took < LEASE + 2.0
             spec = await lease(other.elector.client, namespace)
             assert spec["holderIdentity"] == other.elector.identity
             assert spec["leaseTransitions"] == 1
@@ -109,7 +111,8 @@ def test_release_hands_over_quickly(cluster: BackgroundCluster, namespace: str) 
             released = asyncio.get_running_loop().time()
             await leader.elector.stop()  # releases
             await eventually(lambda: other.leading, timeout=LEASE, what="the takeover")
-            assert asyncio.get_running_loop().time() - released < RETRY * 3 + 0.3
+            # Faster than waiting out the lease (which the release itself just renewed).
+            assert asyncio.get_running_loop().time() - released < LEASE * 0.75
             spec = await lease(other.elector.client, namespace)
             assert spec["holderIdentity"] == other.elector.identity
     run(body)
@@ -125,11 +128,14 @@ def test_leader_that_cannot_renew_stops_at_the_deadline(cluster: BackgroundClust
             working = only.elector.client
             only.elector.client = working.with_config(host=f"https://127.0.0.1:{closed_port()}")
             cut = asyncio.get_running_loop().time()
-            await eventually(lambda: not only.leading, timeout=RENEW + 1, what="losing it")
-            await eventually(lambda: only.log[-1][0] == "stopped", timeout=0.5,
+            await eventually(lambda: only.log[-1][0] == "stopped", timeout=RENEW + 2,
                              what="on_stopped_leading")
+            assert not only.leading
+            # The last renewal succeeded at most one retry period (plus a slow reply) before the
+            # cut; leadership must end within the renew deadline of it, without waiting for
+            # the lease to expire. The margin only absorbs loop latency on a busy machine.
             elapsed = only.log[-1][1] - cut
-            assert elapsed <= RENEW + 0.2
+            assert RENEW - RETRY * 2 <= elapsed <= RENEW + 0.4
             await only.elector.client.close()
             only.elector.client = working
     run(body)
@@ -148,7 +154,7 @@ def test_leader_whose_lease_is_taken_behind_its_back_stops(cluster: BackgroundCl
             taken = asyncio.get_running_loop().time()
             await eventually(lambda: only.log[-1][0] == "stopped", timeout=RENEW,
                              what="on_stopped_leading")
-            assert only.log[-1][1] - taken < RETRY * 2 + 0.3  # at once, not at the deadline
+            assert only.log[-1][1] - taken < RENEW * 0.75  # at once, not at the deadline
             assert only.elector.leader_identity == "intruder"
             await asyncio.sleep(RETRY * 3)
             assert not only.leading  # the intruder's lease is valid: no retake
