@@ -344,7 +344,9 @@ def _selector(sel: Any, where: str, problems: list[str]) -> tuple[LabelSelector,
     except SelectorError as exc:
         problems.append(f"{where}: {exc}")
         return None
-    return compiled, str(compiled)
+    # An absent selector matches nothing, an empty one everything: both print as "", so the
+    # cache key must tell them apart.
+    return compiled, "<nothing>" if compiled.matches_nothing else str(compiled)
 
 
 def _with_match_label_keys(sel: Any, keys: Any, labels: Mapping[str, str]) -> Any:

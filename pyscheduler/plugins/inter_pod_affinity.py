@@ -73,6 +73,10 @@ __all__ = [
     "ERR_REASON_ANTI_AFFINITY_RULES_NOT_MATCH",
     "ERR_REASON_EXISTING_ANTI_AFFINITY_RULES_NOT_MATCH",
     "NAME",
+    "PREFERRED_AFFINITY",
+    "PREFERRED_ANTI_AFFINITY",
+    "REQUIRED_AFFINITY",
+    "REQUIRED_ANTI_AFFINITY",
     "ExistingTermIndex",
     "InterPodAffinity",
 ]
@@ -174,7 +178,7 @@ class ExistingTermIndex:
                 entries.extend((PREFERRED_AFFINITY, t) for t in pod.preferred_affinity)
                 entries.extend((PREFERRED_ANTI_AFFINITY, t) for t in pod.preferred_anti_affinity)
         old = self._rows.get(slot, [])
-        if True:
+        if entries == old:  # the usual change: a pod without terms came or went
             return
         for kind, term in old:
             self.groups[kind][term][slot] -= 1
@@ -262,7 +266,7 @@ class InterPodAffinity:
                 bad = hit if bad is None else bad | hit
             charge(ERR_REASON_EXISTING_ANTI_AFFINITY_RULES_NOT_MATCH, bad)
         if failed is None:
-            return FilterResult(np.ones(n, np.bool_))
+            return FilterResult.all_pass()
         return FilterResult(~failed, reasons)
 
     def _affinity_satisfied(self, ctx: CycleContext) -> BoolArray:

@@ -43,10 +43,22 @@ System``); a pod without constraints is left alone (filter passes all, score is 
 Configuration may add them later.
 
 Required node affinity for ``nodeAffinityPolicy: Honor`` is computed here from the pod's
-``nodeSelector`` and required node affinity terms, with the table's label indexes. When the
-cycle state already holds a mask under ``"NodeAffinity/required"`` (a NodeAffinity filter that
-ran first) it is used instead; it must hold exactly the pod's own nodeSelector + required terms
-(kube's ``GetRequiredNodeAffinity``), not any profile-level added affinity.
+``nodeSelector`` and required node affinity terms, with the table's label indexes (kube's
+lazy-error rules: an empty or unparseable term selects no node). When the pod has such
+constraints and the cycle state already holds a mask under ``"NodeAffinity/required"`` (a
+NodeAffinity filter that ran first), that mask is used instead; it must hold exactly the pod's
+own nodeSelector + required terms (kube's ``GetRequiredNodeAffinity``), not any profile-level
+added affinity. The computed mask and the untolerated-taints mask are memoized in the cycle
+state, so filter and score share them.
+
+Vectorization: no loop runs over nodes. :class:`Domains` (cached per label key until labels
+change) gives each row its domain id; per-domain sums are one ``np.add.reduceat`` over rows
+sorted by domain; the rows of a few hit domains are the OR of their label masks, of many a
+lookup by domain id; a hostname-like key (one node per domain) works on per-row arrays
+directly. With one soft non-hostname constraint every node of a domain scores alike, so the
+score arithmetic runs per domain in plain Python and one ``take`` maps it back onto rows.
+Python loops run only over the pod's constraints and over domains. :class:`Domains` serves
+InterPodAffinity too; it would sit naturally in the NodeTable.
 
 Terminating pods: the table's match counters count every pod on a node, terminating ones
 included. Until the table can leave them out (see :class:`_TerminatingPods`), the plugin keeps
@@ -83,6 +95,7 @@ __all__ = [
     "ERR_REASON_NODE_LABEL_NOT_MATCH",
     "HOSTNAME_KEY",
     "NAME",
+    "NODE_AFFINITY_STATE_KEY",
     "SCHEDULE_ANYWAY",
     "DomainCache",
     "Domains",
@@ -287,7 +300,10 @@ class Domains:
     def sums(self, per_row: IntArray) -> IntArray:
         """``per_row`` summed by domain (index 0: zero)."""
         out = np.zeros(self.count + 1, np.int64)
-        if self.count:
+        if self.one_node_each:
+            out[self.ids1] = per_row  # one row per domain: a scatter, no sum
+            out[0] = 0
+        elif self.count:
             out[1:] = np.add.reduceat(per_row.take(self._order), self._starts)
         return out
 
@@ -303,9 +319,11 @@ class Domains:
         treated as False)."""
         if self.count <= _FEW_DOMAINS:
             picked = [d for d, h in enumerate(hot[1:].tolist()) if h]
-        else:
+        elif np.count_nonzero(hot[1:]) <= _FEW_DOMAINS:
             picked = np.flatnonzero(hot[1:]).tolist()
-        if len(picked) <= _FEW_DOMAINS:
+        else:
+            picked = None
+        if picked is not None and len(picked) <= _FEW_DOMAINS:
             out = np.zeros(self._table.n, np.bool_)
             for d in picked:
                 out |= self._table.label_mask(self.key, self.values[d])
@@ -475,11 +493,12 @@ class PodTopologySpread:
         reasons = []
         if skewed.any():
             reasons.append(Reason(ERR_REASON_CONSTRAINTS_NOT_MATCH, skewed))
-        if missing is None:
-            return FilterResult(~skewed, reasons)
-        if missing.any():
+        if missing is not None and missing.any():
             reasons.append(Reason(ERR_REASON_NODE_LABEL_NOT_MATCH, missing, unresolvable=True))
-        return FilterResult(~(missing | skewed), reasons)
+            skewed = skewed | missing
+        if not reasons:
+            return FilterResult.all_pass()
+        return FilterResult(~skewed, reasons)
 
     # -- score ---------------------------------------------------------------------------------
 

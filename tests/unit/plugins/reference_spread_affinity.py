@@ -183,12 +183,12 @@ def spread_filter(rows: Sequence[Row], pod: PodInfo) -> list[Verdict]:
         verdict: Verdict = None
         if row.node is not None:
             for i, c in enumerate(constraints):
-                value = row.node.labels.get(c.topology_key)
-                if value is None:
+                here = row.node.labels.get(c.topology_key)
+                if here is None:
                     verdict = (MISSING_LABEL, True)
                     break
                 self_match = 1 if c.selector.matches(pod.labels) else 0
-                skew = tp_counts[i].get(value, 0) + self_match - minimums[i]
+                skew = tp_counts[i].get(here, 0) + self_match - minimums[i]
                 if skew > c.max_skew:
                     verdict = (SPREAD, False)
                     break
@@ -316,9 +316,9 @@ def affinity_filter(rows: Sequence[Row], pod: PodInfo,
     existing_anti: dict[tuple[str, str], int] = {}
     for row in rows:
         for existing in row.pods:
-            for t in existing.anti_affinity:
-                if _plain(t).matches(pod, own_ns_labels):
-                    _update(existing_anti, row.labels, t.topology_key)
+            for theirs in existing.anti_affinity:
+                if _plain(theirs).matches(pod, own_ns_labels):
+                    _update(existing_anti, row.labels, theirs.topology_key)
     affinity_counts: dict[tuple[str, str], int] = {}
     anti_counts: dict[tuple[str, str], int] = {}
     for row in rows:

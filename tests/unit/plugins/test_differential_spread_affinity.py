@@ -3,8 +3,9 @@
 Random clusters (nodes over 2-4 zones, some without a zone, hostname or rack label, some
 tainted; existing pods in several namespaces, some terminating, some with their own
 (anti-)affinity terms) and a random incoming pod with spread constraints, node affinity,
-tolerations and (anti-)affinity terms. For every node the filter verdict (message and
-unresolvable flag) and the score must equal those of
+tolerations and (anti-)affinity terms; a second property uses wider clusters (up to 30
+nodes, 12 racks) so that many domains are hit at once. For every node the filter verdict
+(message and unresolvable flag) and the score must equal those of
 :mod:`tests.unit.plugins.reference_spread_affinity`. Each example is then mutated (a pod added,
 removed or turning terminating, a node removed) up to three times and compared again with
 the same plugin objects, which exercises the incremental counters and indexes.
@@ -23,6 +24,7 @@ from pyscheduler.framework.interface import CycleContext, FilterResult
 from pyscheduler.framework.nodetable import NodeTable
 from pyscheduler.framework.pod import pod_info
 from pyscheduler.plugins.inter_pod_affinity import InterPodAffinity
+from pyscheduler.plugins import pod_topology_spread
 from pyscheduler.plugins.pod_topology_spread import PodTopologySpread
 
 from . import reference_spread_affinity as ref
@@ -182,16 +184,17 @@ def incoming_pods(draw: st.DrawFn, zones: list[str]) -> Obj:
 
 
 @st.composite
-def nodes_of(draw: st.DrawFn) -> tuple[list[Obj], list[str]]:
+def nodes_of(draw: st.DrawFn, wide: bool) -> tuple[list[Obj], list[str]]:
     zones = [f"z{i}" for i in range(draw(st.integers(2, 4)))]
+    racks = [None, *(f"r{i}" for i in range(12 if wide else 2))]
     out = []
-    for i in range(draw(st.integers(1, 10))):
+    for i in range(draw(st.integers(12, 30) if wide else st.integers(1, 10))):
         b = make_node(f"n{i}").capacity(cpu="4", memory="32Gi", pods=110)
         if draw(st.integers(0, 9)):
             b.label("zone", draw(st.sampled_from(zones)))
         if draw(st.integers(0, 9)):
             b.label(HOST, f"n{i}")
-        rack = draw(st.sampled_from([None, "r1", "r2"]))
+        rack = draw(st.sampled_from(racks))
         if rack is not None:
             b.label("rack", rack)
         if draw(st.booleans()):
@@ -206,10 +209,10 @@ def nodes_of(draw: st.DrawFn) -> tuple[list[Obj], list[str]]:
 
 
 @st.composite
-def scenarios(draw: st.DrawFn) -> tuple[NodeTable, Obj, list[bool], Any]:
-    nodes, zones = draw(nodes_of())
+def scenarios(draw: st.DrawFn, wide: bool = False) -> tuple[NodeTable, Obj, list[bool], Any]:
+    nodes, zones = draw(nodes_of(wide))
     placed: dict[str, list[Obj]] = {}
-    for i in range(draw(st.integers(0, 30))):
+    for i in range(draw(st.integers(0, 60 if wide else 30))):
         node_name, obj = draw(existing_pods(i, len(nodes)))
         placed.setdefault(node_name, []).append(obj)
     removed = [f"n{draw(st.integers(0, len(nodes) - 1))}"] \
@@ -286,9 +289,7 @@ def mutate(table: NodeTable, mutation: Any, step: int) -> None:
         table.remove_node(names[pick % len(names)])
 
 
-@SETTINGS
-@given(scenarios())
-def test_plugins_agree_with_reference(scenario: tuple[NodeTable, Obj, list[bool], Any]) -> None:
+def check(scenario: tuple[NodeTable, Obj, list[bool], Any]) -> None:
     table, incoming, feasible, mutations = scenario
     spread = PodTopologySpread()
     affinities = [
@@ -301,3 +302,23 @@ def test_plugins_agree_with_reference(scenario: tuple[NodeTable, Obj, list[bool]
     for step, mutation in enumerate(mutations):
         mutate(table, mutation, step)
         compare(table, incoming, feasible, spread, affinities)
+
+
+@SETTINGS
+@given(scenarios())
+def test_plugins_agree_with_reference(scenario: tuple[NodeTable, Obj, list[bool], Any]) -> None:
+    check(scenario)
+
+
+@settings(SETTINGS, max_examples=40)
+@given(scenarios(wide=True))
+def test_many_domains_agree_with_reference(scenario: tuple[NodeTable, Obj, list[bool], Any]
+                                           ) -> None:
+    """12-30 nodes over up to 12 racks, and rows of hit domains found by per-row lookup
+    rather than by OR-ing the domains' label masks (forced for every hit count)."""
+    saved = pod_topology_spread._FEW_DOMAINS
+    pod_topology_spread._FEW_DOMAINS = 0
+    try:
+        check(scenario)
+    finally:
+        pod_topology_spread._FEW_DOMAINS = saved

@@ -107,6 +107,11 @@ ZONES_AB = [node("n1", "a"), node("n2", "a"), node("n3", "b")]
                  id="minDomains above the domain count makes the global minimum 0"),
     pytest.param(spread(pod("p"), 1, "zone", minDomains=2), ZONES_AB, pods_on(n1=1, n3=1),
                  {}, id="minDomains met"),
+    pytest.param(spread(pod("p"), 1, "zone"), [node("n1", "a"), node("n2", "a")],
+                 pods_on(n1=2), {}, id="a single domain is its own minimum"),
+    pytest.param(spread(pod("p"), 1, "zone", minDomains=2), [node("n1", "a"), node("n2", "a")],
+                 pods_on(n1=2), {"n1": (SKEW, False), "n2": (SKEW, False)},
+                 id="a single domain below minDomains"),
     pytest.param(spread(pod("p"), 1, "zone"), [*ZONES_AB, node("n5")], pods_on(n1=1),
                  {"n1": (SKEW, False), "n2": (SKEW, False), "n5": (MISSING, True)},
                  id="node without the topology key"),
@@ -163,7 +168,7 @@ AFFINITY_NODES = [node("n1", "a"), node("n2", "b"), node("n3", "c", tier="batch"
     pytest.param({"nodeAffinityPolicy": "Ignore"}, {"n1": (SKEW, False), "n2": (SKEW, False)},
                  id="nodeAffinityPolicy Ignore: empty zone c is the minimum"),
 ])
-def test_node_affinity_policy(policy: dict[str, str],
+def test_node_affinity_policy(policy: dict[str, Any],
                               expected: dict[str, tuple[str, bool]]) -> None:
     incoming = spread(make_pod("p").label("app", "web").node_affinity_in("zone", "a", "b").obj(),
                       1, "zone", **policy)
@@ -208,7 +213,7 @@ def tainted(effect: str) -> list[Obj]:
                  {"n1": (SKEW, False), "n2": (SKEW, False)},
                  id="nodeTaintsPolicy Honor: PreferNoSchedule taints do not"),
 ])
-def test_taint_effects(effect: str, policy: dict[str, str],
+def test_taint_effects(effect: str, policy: dict[str, Any],
                        expected: dict[str, tuple[str, bool]]) -> None:
     incoming = spread(pod("p"), 1, "zone", **policy)
     table = build_table(tainted(effect), pods_on(n1=1, n2=1))
@@ -227,7 +232,7 @@ TAINTED = tainted("NoSchedule")
     pytest.param({"nodeTaintsPolicy": "Honor"}, True, {"n1": (SKEW, False), "n2": (SKEW, False)},
                  id="nodeTaintsPolicy Honor: tolerated taint counts"),
 ])
-def test_node_taints_policy(policy: dict[str, str], tolerate: bool,
+def test_node_taints_policy(policy: dict[str, Any], tolerate: bool,
                             expected: dict[str, tuple[str, bool]]) -> None:
     b = make_pod("p").label("app", "web")
     if tolerate:
