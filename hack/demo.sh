@@ -32,7 +32,8 @@ pyscheduler run --kubeconfig "$KUBECONFIG" --config "$workdir/scheduler.yaml" --
   >"$workdir/scheduler.log" 2>&1 &
 sched=$!
 trap 'kill $sched $sim 2>/dev/null; wait $sched $sim 2>/dev/null || true' EXIT
-for _ in $(seq 100); do curl -sf http://127.0.0.1:10259/readyz >/dev/null 2>&1 && break; sleep 0.1; done
+fetch() { python -c "import sys, urllib.request; sys.stdout.write(urllib.request.urlopen('$1', timeout=2).read().decode())"; }
+for _ in $(seq 100); do fetch http://127.0.0.1:10259/readyz >/dev/null 2>&1 && break; sleep 0.1; done
 echo "(scheduler log: $workdir/scheduler.log; metrics: http://127.0.0.1:10259/metrics)"
 echo
 
@@ -64,7 +65,7 @@ sleep 1.5
 k get pods -l app=web -o wide
 
 echo "== Scheduler metrics (kube-scheduler's names)"
-curl -s http://127.0.0.1:10259/metrics | grep -E '^scheduler_schedule_attempts_total|^scheduler_pending_pods' || true
+fetch http://127.0.0.1:10259/metrics | grep -E '^scheduler_schedule_attempts_total|^scheduler_pending_pods' || true
 echo
 
 say "Fault injection: a node that goes NotReady gets the node lifecycle taints"
