@@ -1,0 +1,66 @@
+"""Stage overrides: a per-pod replacement or extension of the filter and score stages."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from pyscheduler.config import parse_config
+from pyscheduler.framework.cache import Cache
+from pyscheduler.framework.interface import CycleContext, FilterResult
+from pyscheduler.framework.nodetable import BoolArray, IntArray, node_info
+from pyscheduler.framework.pipeline import Pipeline, StageOverride
+from pyscheduler.framework.pod import pod_info
+from pyscheduler.plugins.registry import build_profile
+
+
+def setup() -> tuple[Pipeline, CycleContext]:
+    cache = Cache()
+    for name, cpu in (("small", "1"), ("big", "8"), ("odd", "4")):
+        cache.set_node(node_info({"metadata": {"name": name},
+                                  "status": {"allocatable": {"cpu": cpu, "memory": "8Gi",
+                                                             "pods": "10"}}}))
+    pod = pod_info({"metadata": {"name": "p", "namespace": "d", "uid": "u"},
+                    "spec": {"containers": [{"name": "c", "image": "x", "resources": {
+                        "requests": {"cpu": "2"}}}]}})
+    return Pipeline(build_profile(parse_config({}, "t")), seed=1), \
+        CycleContext.for_pod(pod, cache.table)
+
+
+def only(name: str):  # type: ignore[no-untyped-def]
+    def fn(ctx: CycleContext) -> FilterResult:
+        return FilterResult.single(np.array([n == name for n in ctx.table.names]),
+                                   "node(s) were not chosen by the fragment")
+    return fn
+
+
+def prefer(name: str):  # type: ignore[no-untyped-def]
+    def fn(ctx: CycleContext, feasible: BoolArray) -> IntArray:
+        return np.array([100 if n == name else 0 for n in ctx.table.names], np.int64)
+    return fn
+
+
+def test_replacing_the_filter_ignores_the_built_ins() -> None:
+    pipeline, ctx = setup()
+    # "small" lacks cpu for the pod, but a replacing filter alone decides feasibility.
+    result = pipeline.schedule(ctx, StageOverride("frag", filter=only("small")))
+    assert result.node == "small"
+
+
+def test_extending_the_filter_adds_to_the_built_ins() -> None:
+    pipeline, ctx = setup()
+    result = pipeline.schedule(ctx, StageOverride("frag", filter=only("small"),
+                                                  filter_mode="extend"))
+    assert result.node is None
+    assert result.filtered.diagnose().message() == (
+        "0/3 nodes are available: 1 Insufficient cpu, "
+        "2 node(s) were not chosen by the fragment.")
+
+
+def test_score_replace_and_extend() -> None:
+    pipeline, ctx = setup()
+    assert pipeline.schedule(ctx).node == "big"  # least allocated
+    assert pipeline.schedule(ctx, StageOverride("frag", score=prefer("odd"))).node == "odd"
+    heavy = StageOverride("frag", score=prefer("odd"), score_mode="extend", score_weight=10)
+    assert pipeline.schedule(ctx, heavy).node == "odd"
+    light = StageOverride("frag", score=prefer("odd"), score_mode="extend", score_weight=0)
+    assert pipeline.schedule(ctx, light).node == "big"
