@@ -46,7 +46,7 @@ from pyscheduler.framework.pod import pod_info
 from pyscheduler.plugins.registry import build_profile
 
 sys.path.insert(0, str(Path(__file__).parent))
-from bench_apiserver import Client, rate_samples, rss_kib  # noqa: E402
+from bench_apiserver import Client, rate_samples, rss_kib, run_pool  # noqa: E402
 
 
 def node_obj(i: int) -> dict[str, Any]:
@@ -161,19 +161,13 @@ async def _e2e(args: argparse.Namespace, workdir: Path, sched_pid: int,
         watch = asyncio.create_task(watcher())
 
         async def create_all(prefix: str, n: int) -> None:
-            queue: asyncio.Queue[int] = asyncio.Queue()
-            for i in range(n):
-                queue.put_nowait(i)
-
-            async def worker() -> None:
-                while not queue.empty():
-                    i = queue.get_nowait()
-                    p = pod_obj(i, prefix)
-                    del p["metadata"]["uid"]
-                    status, resp = await c.request("POST", "/api/v1/namespaces/bench/pods", p)
-                    if status != 201:
-                        raise RuntimeError(f"create failed {status}: {resp[:200]!r}")
-            await asyncio.gather(*(worker() for _ in range(args.concurrency)))
+            async def create(i: int) -> None:
+                p = pod_obj(i, prefix)
+                del p["metadata"]["uid"]
+                status, resp = await c.request("POST", "/api/v1/namespaces/bench/pods", p)
+                if status != 201:
+                    raise RuntimeError(f"create failed {status}: {resp[:200]!r}")
+            await run_pool(n, args.concurrency, create)
 
         await create_all("init", args.initial)
         while bound < args.initial:
@@ -208,12 +202,7 @@ async def _e2e(args: argparse.Namespace, workdir: Path, sched_pid: int,
             if status not in (201, 409):
                 raise RuntimeError(f"bind failed {status}: {resp[:200]!r}")
         tb = time.monotonic()
-        queue = list(range(args.ceiling_pods))
-
-        async def binder() -> None:
-            while queue:
-                await bind(queue.pop())
-        await asyncio.gather(*(binder() for _ in range(args.concurrency)))
+        await run_pool(args.ceiling_pods, args.concurrency, bind)
         ceiling = args.ceiling_pods / (time.monotonic() - tb)
         measured = bound - args.initial
         return {

@@ -69,9 +69,11 @@ class BalancedAllocation:
             raise ValueError(f"{NAME}.resources: at least one resource is required")
         self.resources = names
 
-    def score(self, ctx: CycleContext, feasible: BoolArray) -> IntArray:
-        table, n, request = ctx.table, ctx.n, ctx.request
-        columns: list[tuple[int, int]] = []  # (column, pod request)
+    def _columns(self, ctx: CycleContext) -> tuple[list[tuple[int, int]], bool]:
+        """The scored (column, pod request) pairs, and whether the pod requests none of the
+        configured resources (a best-effort pod, which is not scored)."""
+        table, request = ctx.table, ctx.request
+        columns: list[tuple[int, int]] = []
         best_effort = True
         for resource in self.resources:
             column = _FIXED_COLUMNS.get(resource, table.resource_index.get(resource))
@@ -82,6 +84,11 @@ class BalancedAllocation:
             if amount == 0 and column not in (CPU, MEMORY, EPHEMERAL_STORAGE):
                 continue  # an extended resource the pod does not request: bypassed
             columns.append((column, amount))
+        return columns, best_effort
+
+    def score(self, ctx: CycleContext, feasible: BoolArray) -> IntArray:
+        table, n = ctx.table, ctx.n
+        columns, best_effort = self._columns(ctx)
         if best_effort:
             return ctx.zeros()
         if len(columns) < 2:
@@ -125,23 +132,16 @@ class BalancedAllocation:
     def score_row(self, ctx: CycleContext, slot: int) -> int:
         """:meth:`score` for one row with Python floats (the same IEEE operations in the same
         order), for the pipeline's incremental path; must agree with :meth:`score`."""
-        table, request = ctx.table, ctx.request
+        table = ctx.table
+        columns, best_effort = self._columns(ctx)
+        if best_effort:
+            return 0
         fractions: list[float] = []
-        best_effort = True
-        for resource in self.resources:
-            column = _FIXED_COLUMNS.get(resource, table.resource_index.get(resource))
-            if column is None or column == PODS:
-                continue
-            amount = int(request[column]) if column < len(request) else 0
-            best_effort = best_effort and amount == 0
-            if amount == 0 and column not in (CPU, MEMORY, EPHEMERAL_STORAGE):
-                continue
+        for column, amount in columns:
             alloc = int(table.allocatable[slot, column])
             if alloc > 0:
                 used = int(table.requested[slot, column]) + amount
                 fractions.append(min(used / alloc, 1.0))
-        if best_effort:
-            return 0
         if len(fractions) == 2:
             std = abs((fractions[0] - fractions[1]) / 2)
         elif len(fractions) > 2:
