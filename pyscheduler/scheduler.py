@@ -124,6 +124,9 @@ class Scheduler:
         uid = str(meta.get("uid") or "")
         phase = (obj.get("status") or {}).get("phase")
         if spec.get("nodeName"):
+            if phase not in ("Succeeded", "Failed") and self.cache.confirm(
+                    uid, spec["nodeName"], meta.get("labels") or {}):
+                return  # our own binding coming back: already counted, nothing to parse
             if self.queue.entries.get(uid) is not None and uid not in self.queue.in_flight:
                 self.queue.delete(uid)
             if phase in ("Succeeded", "Failed"):

@@ -102,6 +102,17 @@ class Cache:
             del self.pods[uid]
             self._unplace(uid, state.node)
 
+    def confirm(self, uid: str, node: str, labels: dict[str, str]) -> bool:
+        """The informer shows an assumed pod bound where we put it, with the labels it had:
+        the assumption becomes fact without re-counting anything. False when that is not the
+        case (the caller then adds the pod as seen)."""
+        state = self.pods.get(uid)
+        if state is None or not state.assumed or state.node != node \
+                or state.pod.labels != labels:
+            return False
+        state.assumed = False
+        return True
+
     def is_assumed(self, uid: str) -> bool:
         state = self.pods.get(uid)
         return state is not None and state.assumed

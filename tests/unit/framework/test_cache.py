@@ -114,3 +114,15 @@ def test_label_index_follows_node_updates() -> None:
     ids, values = cache.table.domains("zone")
     assert values == ["b"] and ids.tolist() == [0]
     assert np.array_equal(cache.table.has_label("zone"), [True])
+
+
+def test_confirm_accepts_only_the_assumed_placement() -> None:
+    cache = Cache()
+    cache.set_node(node("n1"))
+    cache.set_node(node("n2"))
+    cache.assume(pod("a"), "n1")
+    assert not cache.confirm("uid-a", "n2", {})  # bound elsewhere: caller re-adds
+    assert not cache.confirm("uid-a", "n1", {"changed": "yes"})  # labels moved on
+    assert cache.confirm("uid-a", "n1", {})
+    assert not cache.is_assumed("uid-a") and requested(cache, "n1") == [500, 1, 1]
+    assert not cache.confirm("uid-a", "n1", {})  # already confirmed
