@@ -231,7 +231,9 @@ class Registry:
         ns = self.store.get(self.namespaces, "", namespace)
         if ns is None:
             raise errors.not_found("", "namespaces", namespace)
-        if (ns.obj.get("metadata") or {}).get("deletionTimestamp"):
+        # A quick look at the bytes first: decoding the namespace on every create is costly.
+        if b'"deletionTimestamp"' in ns.raw and (ns.obj.get("metadata") or {}).get(
+                "deletionTimestamp"):
             raise errors.ApiError(
                 403, "Forbidden",
                 f"unable to create new content in namespace {namespace} because it is being "
@@ -275,12 +277,12 @@ class Registry:
         if dry_run:
             meta["resourceVersion"] = ""
             return obj
-        stored = self.store.put(rt, obj)
+        self.store.put(rt, obj)  # writes the new resourceVersion into obj
         if rt is self.crds or rt.key == self.crds.key:
             for crt in from_crd(obj):
                 self.add_type(crt)
         self._notify("ADDED", rt, obj)
-        return stored.obj
+        return obj  # listeners only read it during the call; the caller may keep it
 
     # -- update --------------------------------------------------------------------------------
 
@@ -360,9 +362,9 @@ class Registry:
             if final is not None:
                 self._removed(rt, final)
             return obj
-        stored = self.store.put(rt, obj)
+        self.store.put(rt, obj)  # writes the new resourceVersion into obj
         self._notify("MODIFIED", rt, obj)
-        return stored.obj
+        return obj
 
     def patch(self, rt: ResourceType, namespace: str, name: str, content_type: str, raw: bytes,
               subresource: str = "", *, dry_run: bool = False, strict: bool = False) -> Obj:
