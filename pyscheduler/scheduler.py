@@ -107,6 +107,7 @@ class Scheduler:
         self.informers = (self._nodes, self._namespaces, self._pods)
         self.scheduled = 0
         self.failed = 0
+        self._exported: dict[tuple[str, str], int] = {}
 
     # -- informer handlers ---------------------------------------------------------------------
 
@@ -226,6 +227,27 @@ class Scheduler:
             if self.metrics is not None:
                 self.metrics.set_pending_pods(**self.queue.counts())
                 self.metrics.set_cache_size(**self.cache.sizes())
+                self._export_counters()
+
+    def _export_counters(self) -> None:
+        """Carry the informers' and the event recorder's plain counters into Prometheus."""
+        assert self.metrics is not None
+        current = {("relists", i.name): i.relists for i in self.informers}
+        current.update({("reconnects", i.name): i.reconnects for i in self.informers})
+        current[("events_dropped", "")] = (self.recorder.dropped_rate_limited
+                                           + self.recorder.dropped_queue_full)
+        for key, value in current.items():
+            delta = value - self._exported.get(key, 0)
+            if delta <= 0:
+                continue
+            self._exported[key] = value
+            what, resource = key
+            if what == "relists":
+                self.metrics.informer_relists.labels(resource=resource).inc(delta)
+            elif what == "reconnects":
+                self.metrics.informer_reconnects.labels(resource=resource).inc(delta)
+            else:
+                self.metrics.events_dropped.inc(delta)
 
     # -- one pod -------------------------------------------------------------------------------
 
