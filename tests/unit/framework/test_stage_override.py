@@ -64,3 +64,28 @@ def test_score_replace_and_extend() -> None:
     assert pipeline.schedule(ctx, heavy).node == "odd"
     light = StageOverride("frag", score=prefer("odd"), score_mode="extend", score_weight=0)
     assert pipeline.schedule(ctx, light).node == "big"
+
+
+def test_percentage_of_nodes_to_score_limits_the_scored_nodes() -> None:
+    from pyscheduler.framework.pipeline import nodes_to_score
+
+    assert nodes_to_score(50, 10) == 50  # fewer than 100 nodes: all of them
+    assert nodes_to_score(5000, 100) == 5000
+    assert nodes_to_score(5000, 10) == 500
+    assert nodes_to_score(5000, 1) == 100  # never fewer than 100
+    assert nodes_to_score(5000, 0) == 5000 * 10 // 100  # adaptive: 50 - 5000/125 = 10 %
+    cache = Cache()
+    for i in range(300):
+        cache.set_node(node_info({"metadata": {"name": f"n{i}"}, "status": {
+            "allocatable": {"cpu": "4", "memory": "8Gi", "pods": "10"}}}))
+    pipeline = Pipeline(build_profile(parse_config({"percentageOfNodesToScore": 10}, "t")),
+                        seed=1, incremental=False)
+    pod = pod_info({"metadata": {"name": "p", "namespace": "d", "uid": "u"},
+                    "spec": {"containers": [{"name": "c", "image": "x"}]}})
+    seen = set()
+    for _ in range(3):
+        result = pipeline.schedule(CycleContext.for_pod(pod, cache.table), explain=True)
+        assert result.feasible_count == 100  # 10 % of 300 is below the floor of 100
+        seen.add(result.node)
+    # The start index rotates, so successive attempts look at different nodes.
+    assert len(seen) == 3
