@@ -25,7 +25,7 @@ row last changed, so consumers can copy only changed rows.
 from __future__ import annotations
 
 import collections
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -43,6 +43,7 @@ __all__ = [
     "PODS",
     "BoolArray",
     "IntArray",
+    "LabelColumn",
     "NodeInfo",
     "NodeTable",
     "RowView",
@@ -95,6 +96,64 @@ def node_info(obj: Mapping[str, Any]) -> NodeInfo:
                     unschedulable=bool(spec.get("unschedulable")))
 
 
+class LabelColumn(Mapping[str, BoolArray]):
+    """One label key over all rows: a value id per row, read as ``value -> row mask``.
+
+    Masks are computed on demand (one comparison) instead of being stored per value, so a key
+    with a value per node (``kubernetes.io/hostname``) costs one int32 column, not one boolean
+    column per node. Only values that some node currently has are listed.
+    """
+
+    __slots__ = ("ids", "ids_by_value", "counts", "live")
+
+    def __init__(self, capacity: int) -> None:
+        self.ids: npt.NDArray[np.int32] = np.full(capacity, -1, np.int32)
+        self.ids_by_value: dict[str, int] = {}
+        self.counts: list[int] = []
+        self.live = 0
+
+    def set(self, slot: int, value: str) -> None:
+        self.clear(slot)
+        i = self.ids_by_value.get(value)
+        if i is None:
+            i = self.ids_by_value[value] = len(self.counts)
+            self.counts.append(0)
+        if self.counts[i] == 0:
+            self.live += 1
+        self.counts[i] += 1
+        self.ids[slot] = i
+
+    def clear(self, slot: int) -> None:
+        old = int(self.ids[slot])
+        if old >= 0:
+            self.counts[old] -= 1
+            if self.counts[old] == 0:
+                self.live -= 1
+            self.ids[slot] = -1
+
+    def grow(self, capacity: int) -> None:
+        ids = np.full(capacity, -1, np.int32)
+        ids[: len(self.ids)] = self.ids
+        self.ids = ids
+
+    def __contains__(self, value: object) -> bool:
+        i = self.ids_by_value.get(value) if isinstance(value, str) else None
+        return i is not None and self.counts[i] > 0
+
+    def __getitem__(self, value: str) -> BoolArray:
+        if value not in self:
+            raise KeyError(value)
+        mask: BoolArray = self.ids == self.ids_by_value[value]
+        return mask
+
+    def __iter__(self) -> Iterator[str]:
+        counts = self.counts
+        return (v for v, i in self.ids_by_value.items() if counts[i] > 0)
+
+    def __len__(self) -> int:
+        return self.live
+
+
 class _MatchCounter:
     __slots__ = ("selector", "namespaces", "counts")
 
@@ -133,7 +192,7 @@ class NodeTable:
         self.infos: list[NodeInfo | None] = []
         self.pods: list[dict[str, PodInfo]] = []
         self._free: list[int] = []
-        self.label_index: dict[str, dict[str, BoolArray]] = {}
+        self.label_index: dict[str, LabelColumn] = {}
         self.label_keys: dict[str, BoolArray] = {}
         self.taint_index: dict[Taint, BoolArray] = {}
         self.port_index: dict[tuple[str, int], dict[str, IntArray]] = {}
@@ -156,9 +215,8 @@ class NodeTable:
         self.nonzero, self.valid = grow(self.nonzero), grow(self.valid)
         self.unschedulable, self.row_generation = grow(self.unschedulable), \
             grow(self.row_generation)
-        for values in self.label_index.values():
-            for v in list(values):
-                values[v] = grow(values[v])
+        for column in self.label_index.values():
+            column.grow(cap)
         for k in list(self.label_keys):
             self.label_keys[k] = grow(self.label_keys[k])
         for t in list(self.taint_index):
@@ -239,18 +297,16 @@ class NodeTable:
         return slot
 
     def _index_labels(self, slot: int, old: Mapping[str, str], new: Mapping[str, str]) -> None:
-        for k, v in old.items():
-            if new.get(k) != v:
-                self.label_index[k][v][slot] = False
-                if k not in new:
-                    self.label_keys[k][slot] = False
+        for k in old:
+            if k not in new:
+                self.label_index[k].clear(slot)
+                self.label_keys[k][slot] = False
         for k, v in new.items():
             if old.get(k) != v:
-                values = self.label_index.setdefault(k, {})
-                mask = values.get(v)
-                if mask is None:
-                    mask = values[v] = np.zeros(self.capacity, np.bool_)
-                mask[slot] = True
+                column = self.label_index.get(k)
+                if column is None:
+                    column = self.label_index[k] = LabelColumn(self.capacity)
+                column.set(slot, v)
                 has = self.label_keys.get(k)
                 if has is None:
                     has = self.label_keys[k] = np.zeros(self.capacity, np.bool_)
@@ -331,9 +387,12 @@ class NodeTable:
     # -- derived views -------------------------------------------------------------------------
 
     def label_mask(self, key: str, value: str) -> BoolArray:
-        """Rows whose label ``key`` equals ``value`` (a view of length n; do not modify)."""
-        mask = self.label_index.get(key, {}).get(value)
-        return mask[: self.n] if mask is not None else np.zeros(self.n, np.bool_)
+        """Rows whose label ``key`` equals ``value`` (length n)."""
+        column = self.label_index.get(key)
+        if column is None or value not in column:
+            return np.zeros(self.n, np.bool_)
+        mask: BoolArray = column.ids[: self.n] == column.ids_by_value[value]
+        return mask
 
     def has_label(self, key: str) -> BoolArray:
         mask = self.label_keys.get(key)
@@ -347,10 +406,15 @@ class NodeTable:
             return cached[1][: self.n], cached[2]
         ids = np.full(self.capacity, -1, np.int32)
         values: list[str] = []
-        for v, mask in self.label_index.get(key, {}).items():
-            if mask.any():
-                ids[mask] = len(values)
-                values.append(v)
+        column = self.label_index.get(key)
+        if column is not None:
+            # Renumber the values some node has, in order of first appearance.
+            remap = np.full(len(column.counts) + 1, -1, np.int32)
+            for v, i in column.ids_by_value.items():
+                if column.counts[i] > 0:
+                    remap[i] = len(values)
+                    values.append(v)
+            ids = remap[column.ids]  # id -1 picks the trailing -1
         self._domains[key] = (self.label_generation, ids, values)
         return ids[: self.n], values
 
@@ -398,7 +462,7 @@ class _SlicedMasks(Mapping[Any, Any]):
 
     def __getitem__(self, key: Any) -> Any:
         value = self._base[key]
-        if isinstance(value, dict):
+        if isinstance(value, Mapping):
             return _SlicedMasks(value, self._rows)
         return value[self._rows]
 
@@ -443,8 +507,11 @@ class RowView:
         return self.base.request_vector(pod)
 
     def label_mask(self, key: str, value: str) -> BoolArray:
-        mask = self.base.label_index.get(key, {}).get(value)
-        return mask[self.rows] if mask is not None else np.zeros(self.n, np.bool_)
+        column = self.base.label_index.get(key)
+        if column is None or value not in column:
+            return np.zeros(self.n, np.bool_)
+        mask: BoolArray = column.ids[self.rows] == column.ids_by_value[value]
+        return mask
 
     def has_label(self, key: str) -> BoolArray:
         mask = self.base.label_keys.get(key)

@@ -38,7 +38,7 @@ terms and requirements and a key's distinct values.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from functools import lru_cache
 from typing import ClassVar
 
@@ -127,7 +127,7 @@ def _values_mask(table: NodeTable, n: int, key: str, values: tuple[str, ...]) ->
         return table.label_mask(key, values[0])
     if len(values) >= _DOMAIN_LOOKUP_MIN_VALUES:
         return _label_value_mask(table, n, key, frozenset(values).__contains__)
-    index = table.label_index.get(key, {})
+    index: Mapping[str, BoolArray] = table.label_index.get(key) or {}
     out = np.zeros(n, np.bool_)
     for v in set(values):
         mask = index.get(v)
