@@ -25,7 +25,6 @@ scheduler_perf ones (4 CPU, 32Gi, 110 pods) spread over three zones.
 
 from __future__ import annotations
 
-import asyncio
 import base64
 import ipaddress
 import os
@@ -269,8 +268,3 @@ class Cluster:
 
     async def __aexit__(self, *exc: object) -> None:
         await self.stop()
-
-
-async def run_forever(cluster: Cluster, stop: asyncio.Event) -> None:
-    await stop.wait()
-    await cluster.stop()

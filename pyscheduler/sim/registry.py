@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import datetime as dt
 import random
-import string
 import uuid
 from collections.abc import Callable
 from typing import Any
@@ -645,7 +644,3 @@ def _selects(pdb: Obj, labels: dict[str, str]) -> bool:
         return label_selector_from_dict(selector).matches(labels)
     except ValueError:
         return False
-
-
-def dumps(obj: Any) -> bytes:
-    return orjson.dumps(obj)
