@@ -1,6 +1,6 @@
 """NodeResourcesBalancedAllocation: prefer nodes whose resources stay evenly used.
 
-Copies kube-scheduler's ``pkg/scheduler/framework/plugins/noderesources/balanced_allocation.go``
+Reproduces the behaviour of kube-scheduler's ``pkg/scheduler/framework/plugins/noderesources/balanced_allocation.go``
 (``balancedResourceScorer``) with ``resource_allocation.go``:
 
 * For each configured resource (default cpu and memory) with ``allocatable > 0``, the fraction

@@ -1,6 +1,6 @@
 """NodeAffinity: ``nodeSelector`` and node affinity, required (filter) and preferred (score).
 
-Copies kube-scheduler's ``pkg/scheduler/framework/plugins/nodeaffinity`` and the matching rules
+Reproduces the behaviour of kube-scheduler's ``pkg/scheduler/framework/plugins/nodeaffinity`` and the matching rules
 of ``k8s.io/component-helpers/scheduling/corev1/nodeaffinity``:
 
 * **Filter.** A node passes when it has every ``nodeSelector`` label with exactly that value

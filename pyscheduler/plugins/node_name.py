@@ -1,6 +1,6 @@
 """NodeName: a pod that names its node (``spec.nodeName``) fits only that node.
 
-Copies kube-scheduler's ``pkg/scheduler/framework/plugins/nodename``: ``Fits`` is
+Reproduces the behaviour of kube-scheduler's ``pkg/scheduler/framework/plugins/nodename``: ``Fits`` is
 ``pod.Spec.NodeName == "" || pod.Spec.NodeName == node.Name``, and every other node fails with
 ``node(s) didn't match the requested node name`` (``UnschedulableAndUnresolvable``).
 

@@ -1,6 +1,6 @@
 """NodePorts: a host port can be bound by one pod per node (and address).
 
-Copies kube-scheduler's ``pkg/scheduler/framework/plugins/nodeports``: a node fails with
+Reproduces the behaviour of kube-scheduler's ``pkg/scheduler/framework/plugins/nodeports``: a node fails with
 ``node(s) didn't have free ports for the requested pod ports`` (plain ``Unschedulable``:
 preempting the pod that holds the port frees it) when any of the pod's host ports conflicts with
 one already used there. Conflicts follow ``HostPortInfo.CheckConflict``: ports are keyed by

@@ -1,6 +1,6 @@
 """NodeUnschedulable: cordoned nodes (``spec.unschedulable``) take no new pods.
 
-Copies kube-scheduler's ``pkg/scheduler/framework/plugins/nodeunschedulable``: a node with
+Reproduces the behaviour of kube-scheduler's ``pkg/scheduler/framework/plugins/nodeunschedulable``: a node with
 ``spec.unschedulable: true`` fails with ``node(s) were unschedulable``
 (``UnschedulableAndUnresolvable``: evicting pods cannot uncordon a node) unless the pod tolerates
 the taint ``node.kubernetes.io/unschedulable:NoSchedule`` (empty value), which is how DaemonSet

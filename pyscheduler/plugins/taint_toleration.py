@@ -1,6 +1,6 @@
 """TaintToleration: taints repel pods that do not tolerate them.
 
-Copies kube-scheduler's ``pkg/scheduler/framework/plugins/tainttoleration``:
+Reproduces the behaviour of kube-scheduler's ``pkg/scheduler/framework/plugins/tainttoleration``:
 
 * **Filter.** A node fails when it carries a ``NoSchedule`` or ``NoExecute`` taint that none of
   the pod's tolerations tolerates (``FindMatchingUntoleratedTaint`` with

@@ -6,7 +6,7 @@ handlers are: create, get, list, update, patch, delete and watch for every serve
 (:mod:`pyscheduler.sim.server`) only decodes requests and encodes answers; the simulated kubelets
 and controllers call the registry directly, so they obey exactly the rules clients do.
 
-Behaviour copied from kube-apiserver (and where):
+Behaviour reproduced from kube-apiserver (and where):
 
 * metadata: uid, creationTimestamp, generateName (5 random characters from kube's alphabet),
   generation bumped on spec changes; an update that changes nothing writes nothing.

@@ -43,7 +43,7 @@ kube-apiserver has three kinds of table convertors, mirrored here:
   and ``Created At`` (type ``date``, cell an RFC 3339 UTC string).  It is used
   for every other resource, including ``customresourcedefinitions``.
 
-Ages use ``human_duration``, a faithful port of apimachinery's
+Ages use ``human_duration``, reproducing apimachinery's
 ``duration.HumanDuration`` (``5s``, ``2m3s``, ``10m``, ``3h4m``, ``5d``,
 ``2y3d``...).  Timestamps are RFC 3339 strings (fractional seconds and
 offsets accepted); an absent or zero timestamp renders as ``<unknown>``.
