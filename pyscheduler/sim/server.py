@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import hmac
+import re
 import secrets
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -97,6 +98,8 @@ class ApiServer:
         self.port = 0
         self.host = "127.0.0.1"
         self._watch_transports: set[asyncio.BaseTransport] = set()
+        # Fault injection: (method, path regex, status code, remaining count)
+        self._faults: list[list[Any]] = []
         self.active_watches = 0
 
     # -- lifecycle -----------------------------------------------------------------------------
@@ -120,6 +123,22 @@ class ApiServer:
         if self._runner is not None:
             await self._runner.cleanup()
             self._runner = None
+
+    def inject_failures(self, method: str, path_pattern: str, code: int, count: int) -> None:
+        """Fault injection: answer the next ``count`` requests whose method and path match with
+        a ``code`` Status (e.g. 500, 503, 429), as an overloaded or failing server would."""
+        self._faults.append([method.upper(), re.compile(path_pattern), code, count])
+
+    def _injected(self, request: web.Request) -> errors.ApiError | None:
+        for fault in self._faults:
+            method, pattern, code, remaining = fault
+            if remaining > 0 and method == request.method and pattern.search(request.path):
+                fault[3] -= 1
+                reasons = {429: "TooManyRequests", 503: "ServiceUnavailable",
+                           504: "Timeout"}
+                return errors.ApiError(code, reasons.get(code, "InternalError"),
+                                       f"injected failure ({code})")
+        return None
 
     def drop_watches(self, *, abrupt: bool = False) -> int:
         """Fault injection: end every open watch stream (cleanly, or by cutting the connection,
@@ -152,6 +171,10 @@ class ApiServer:
                 return _error(errors.unauthorized())
         elif request.path not in PUBLIC_PATHS:
             return _error(errors.unauthorized())
+        if self._faults:
+            injected = self._injected(request)
+            if injected is not None:
+                return _error(injected)
         try:
             return await handler(request)
         except errors.ApiError as exc:

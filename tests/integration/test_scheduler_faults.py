@@ -115,3 +115,28 @@ def test_dropped_watches_and_expired_history_lose_nothing(sim: BackgroundCluster
         s.stop()
     assert relists >= 1, "the history window never expired: the test did not test a 410"
     assert all(n <= 1 for n in scheduled_events(core, ns).values())
+
+
+def test_bind_errors_are_retried_and_never_bind_twice(sim: BackgroundCluster,
+                                                      core: client.CoreV1Api) -> None:
+    ns = make_ns(core)
+    s = SchedulerThread(sim.kubeconfig, leaderElection={"enabled": False},
+                        podInitialBackoffSeconds=0.2).start()
+    try:
+        # Two failures: the binding's own retries absorb them.
+        sim.call(lambda: sim.cluster.server.inject_failures(
+            "POST", rf"/namespaces/{ns}/pods/a/binding$", 500, 2))
+        core.create_namespaced_pod(ns, pod("a"))
+        wait_for(lambda: bound(core, ns).get("a"), what="a bound after retried 500s")
+        # More failures than retries: the pod goes back to the queue and is bound later.
+        sim.call(lambda: sim.cluster.server.inject_failures(
+            "POST", rf"/namespaces/{ns}/pods/b/binding$", 503, 6))
+        core.create_namespaced_pod(ns, pod("b"))
+        wait_for(lambda: bound(core, ns).get("b"), timeout=20,
+                 what="b bound after being requeued")
+        errors_seen = s.call(lambda: s.app.metrics.registry.get_sample_value(
+            "pyscheduler_bind_errors_total", {"reason": "InternalError"}))
+        assert errors_seen == 2
+    finally:
+        s.stop()
+    assert all(n <= 1 for n in scheduled_events(core, ns).values())
