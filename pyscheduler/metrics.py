@@ -38,7 +38,7 @@ from __future__ import annotations
 
 import random
 from collections.abc import Callable, Iterable
-from typing import Final, Literal
+from typing import Any, Final, Literal
 
 import structlog
 from aiohttp import web
@@ -163,6 +163,7 @@ class SchedulerMetrics:
         self._exposition = _WithoutCreatedSeries(self.registry)
         self._rng = rng or random.Random()
         self._leading = False
+        self._children: dict[tuple[int, tuple[str, ...]], Any] = {}
         registry = self.registry
 
         # ---- kube-scheduler's metrics (same name, labels, buckets and help) ----------------
@@ -266,25 +267,35 @@ class SchedulerMetrics:
 
     # ---- helpers --------------------------------------------------------------------------
 
+    def _child(self, metric: Any, *labels: str) -> Any:
+        """``metric.labels(*labels)``, remembered: the scheduling loop observes the same few
+        label sets for every pod, and the client's label lookup is not free."""
+        key = (id(metric), labels)
+        child = self._children.get(key)
+        if child is None:
+            child = self._children[key] = metric.labels(*labels)
+        return child
+
     def observe_attempt(self, result: AttemptResult, seconds: float) -> None:
         """Count one scheduling attempt and its latency (kube's PodScheduled/PodUnschedulable)."""
-        self.schedule_attempts.labels(result, self.profile).inc()
-        self.scheduling_attempt_duration.labels(result, self.profile).observe(seconds)
+        self._child(self.schedule_attempts, result, self.profile).inc()
+        self._child(self.scheduling_attempt_duration, result, self.profile).observe(seconds)
 
     def observe_pod_scheduled(self, *, attempts: int, sli_seconds: float) -> None:
         """Record a pod bound after ``attempts`` attempts, ``sli_seconds`` after it was queued."""
         self.pod_scheduling_attempts.observe(attempts)
-        self.pod_scheduling_sli_duration.labels(str(attempts)).observe(sli_seconds)
+        self._child(self.pod_scheduling_sli_duration, str(attempts)).observe(sli_seconds)
 
     def observe_extension_point(self, extension_point: str, status: str, seconds: float) -> None:
         """Record the time all plugins (or fragments) of one extension point took together."""
-        self.framework_extension_point_duration.labels(
-            extension_point, status, self.profile).observe(seconds)
+        self._child(self.framework_extension_point_duration, extension_point, status,
+                    self.profile).observe(seconds)
 
     def observe_plugin(self, plugin: str, extension_point: str, status: str,
                        seconds: float) -> None:
         """Record one plugin's time at one extension point (call only in sampled cycles)."""
-        self.plugin_execution_duration.labels(plugin, extension_point, status).observe(seconds)
+        self._child(self.plugin_execution_duration, plugin, extension_point, status
+                    ).observe(seconds)
 
     def should_record_plugin_metrics(self) -> bool:
         """Whether this scheduling cycle records per-plugin timings (about 10 % of cycles)."""

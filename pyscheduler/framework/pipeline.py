@@ -336,6 +336,8 @@ class Pipeline:
 
     def _limit(self, feasible: BoolArray) -> BoolArray:
         """Keep only the first K feasible rows from a rotating start (percentageOfNodesToScore)."""
+        if self.profile.percentage_of_nodes_to_score >= 100:
+            return feasible
         count = int(feasible.sum())
         k = nodes_to_score(int(len(feasible)), self.profile.percentage_of_nodes_to_score)
         if count <= k:

@@ -40,12 +40,12 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Mapping
 from functools import lru_cache
-from typing import ClassVar
+from typing import ClassVar, cast
 
 import numpy as np
 
 from pyscheduler.framework.interface import MAX_NODE_SCORE, CycleContext, FilterResult, Reason
-from pyscheduler.framework.nodetable import BoolArray, IntArray, NodeTable
+from pyscheduler.framework.nodetable import BoolArray, IntArray, NodeTable, RowView
 from pyscheduler.framework.pod import NodeSelectorRequirement, NodeSelectorTerm
 
 __all__ = [
@@ -219,6 +219,17 @@ class NodeAffinity:
     """Filter on ``nodeSelector`` + required node affinity; score preferred node affinity."""
 
     name: ClassVar[str] = NAME
+
+    def filter_row(self, ctx: CycleContext, slot: int) -> bool:
+        """:meth:`filter`'s verdict for one row (the pipeline's incremental path): immediate
+        for pods without node constraints, else the vectorized rules on a one-row view."""
+        pod = ctx.pod
+        if not pod.node_selector and not pod.required_terms:
+            return True
+        view = RowView(ctx.table, np.array([slot], np.intp))
+        result = self.filter(CycleContext(pod, cast(NodeTable, view), ctx.request,
+                                          ctx.namespaces, {}))
+        return result.passed is None or bool(result.passed[0])
 
     def filter(self, ctx: CycleContext) -> FilterResult:
         pod, table, n = ctx.pod, ctx.table, ctx.n

@@ -41,3 +41,7 @@ class NodeName:
         if slot is not None and slot < ctx.n:
             passed[slot] = True
         return FilterResult.single(passed, ERR_REASON, unresolvable=True)
+
+    def filter_row(self, ctx: CycleContext, slot: int) -> bool:
+        """:meth:`filter`'s verdict for one row (the pipeline's incremental path)."""
+        return not ctx.pod.node_name or ctx.table.names[slot] == ctx.pod.node_name

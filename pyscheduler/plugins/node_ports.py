@@ -50,3 +50,18 @@ class NodePorts:
         if conflict is None:
             return FilterResult.all_pass()
         return FilterResult(~conflict, [Reason(ERR_REASON, conflict)])
+
+    def filter_row(self, ctx: CycleContext, slot: int) -> bool:
+        """:meth:`filter`'s verdict for one row (the pipeline's incremental path)."""
+        table = ctx.table
+        for hp in ctx.pod.host_ports:
+            protocol = hp.protocol or "TCP"
+            ips = table.port_index.get((protocol, hp.port)) if hp.port > 0 else None
+            if not ips:
+                continue
+            wanted = hp.ip or _ANY_ADDRESS
+            for used_ip, counts in ips.items():
+                if counts[slot] > 0 and (wanted == _ANY_ADDRESS or used_ip == _ANY_ADDRESS
+                                         or used_ip == wanted):
+                    return False
+        return True

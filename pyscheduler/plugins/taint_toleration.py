@@ -85,6 +85,14 @@ class TaintToleration:
             reasons.append(Reason(message, mine, True))
         return FilterResult(~charged, reasons)
 
+    def filter_row(self, ctx: CycleContext, slot: int) -> bool:
+        """:meth:`filter`'s verdict for one row (the pipeline's incremental path)."""
+        info = ctx.table.infos[slot]
+        if info is None:
+            return True
+        return all(taint.effect not in _DO_NOT_SCHEDULE or _tolerated(ctx.pod.tolerations, taint)
+                   for taint in info.taints)
+
     def score(self, ctx: CycleContext, feasible: BoolArray) -> IntArray:
         n = ctx.n
         prefer = [t for t in ctx.pod.tolerations if t.effect in ("", _PREFER_NO_SCHEDULE)]

@@ -103,3 +103,31 @@ def test_per_row_methods_agree_with_the_vectorized_plugins(
         result = f.filter(ctx)
         expected = result.passed.tolist() if result.passed is not None else [True] * ctx.n
         assert [f.filter_row(ctx, s) for s in range(ctx.n)] == expected
+
+
+@settings(max_examples=100, deadline=None)
+@given(nodes(), pods())
+def test_per_row_filters_agree_with_the_vectorized_filters(
+        node_objs: list[dict[str, Any]], pod_objs: list[dict[str, Any]]) -> None:
+    from pyscheduler.plugins.node_affinity import NodeAffinity
+    from pyscheduler.plugins.node_name import NodeName
+    from pyscheduler.plugins.node_ports import NodePorts
+    from pyscheduler.plugins.taint_toleration import TaintToleration
+
+    cache = Cache()
+    for n in node_objs:
+        cache.set_node(node_info(n))
+    for i, obj in enumerate(pod_objs[:-1]):
+        cache.add_pod(pod_info({**obj, "spec": {**obj["spec"], "nodeName": node_objs[
+            i % len(node_objs)]["metadata"]["name"]}}))
+    porter = make_pod("porter").uid("porter").host_port(8080).obj()
+    cache.add_pod(pod_info({**porter, "spec": {**porter["spec"], "nodeName": "n0"}}))
+    last = pod_objs[-1]
+    variants = [last, {**last, "spec": {**last["spec"], "nodeName": "n0"}},
+                make_pod("wants-port").uid("w").host_port(8080).obj()]
+    for obj in variants:
+        ctx = CycleContext.for_pod(pod_info(obj), cache.table)
+        for f in (NodeName(), NodePorts(), TaintToleration(), NodeAffinity()):
+            result = f.filter(ctx)
+            expected = result.passed.tolist() if result.passed is not None else [True] * ctx.n
+            assert [f.filter_row(ctx, s) for s in range(ctx.n)] == expected, f.name
