@@ -62,6 +62,21 @@ class Client:
             return resp.status, await resp.read()
 
 
+async def count_bindings(c: Client, path: str, rv: str, target: int, times: list[float],
+                         done: asyncio.Event) -> None:
+    """Follow pods from ``rv`` and note the time of every binding until ``target`` are seen."""
+    url = (f"{c.base}{path}?watch=true&resourceVersion={rv}&allowWatchBookmarks=true"
+           f"&timeoutSeconds=1800")
+    async with c.session.get(url) as resp:
+        async for line in resp.content:
+            ev = orjson.loads(line)
+            if ev["type"] == "MODIFIED" and ev["object"]["spec"].get("nodeName"):
+                times.append(time.monotonic())
+                if len(times) >= target:
+                    done.set()
+                    return
+
+
 def pod(i: int) -> dict[str, Any]:
     return {"apiVersion": "v1", "kind": "Pod",
             "metadata": {"name": f"pod-{i}", "namespace": "bench"},
@@ -132,23 +147,10 @@ async def bench(args: argparse.Namespace, kubeconfig: Path, server_pid: int) -> 
 
         status, body = await c.request("GET", "/api/v1/namespaces/bench/pods?limit=1")
         rv = orjson.loads(body)["metadata"]["resourceVersion"]
-        seen_bound = 0
+        seen: list[float] = []
         watch_done = asyncio.Event()
-
-        async def watcher() -> None:
-            nonlocal seen_bound
-            url = (f"{c.base}/api/v1/pods?watch=true&resourceVersion={rv}"
-                   f"&allowWatchBookmarks=true&timeoutSeconds=600")
-            async with c.session.get(url) as resp:
-                async for line in resp.content:
-                    ev = orjson.loads(line)
-                    if ev["type"] == "MODIFIED" and ev["object"]["spec"].get("nodeName"):
-                        seen_bound += 1
-                        if seen_bound == args.pods:
-                            watch_done.set()
-                            return
-
-        watch_task = asyncio.create_task(watcher())
+        watch_task = asyncio.create_task(
+            count_bindings(c, "/api/v1/pods", rv, args.pods, seen, watch_done))
         await asyncio.sleep(0.2)
 
         async def bind(i: int) -> None:
@@ -169,9 +171,9 @@ async def bench(args: argparse.Namespace, kubeconfig: Path, server_pid: int) -> 
               f"({args.concurrency} concurrent clients, one watcher on all pods)")
         try:
             await asyncio.wait_for(watch_done.wait(), 60)
-            print(f"  watcher saw all {seen_bound} bindings")
+            print(f"  watcher saw all {len(seen)} bindings")
         except asyncio.TimeoutError:
-            print(f"  WATCHER SAW ONLY {seen_bound}/{args.pods} bindings")
+            print(f"  WATCHER SAW ONLY {len(seen)}/{args.pods} bindings")
         watch_task.cancel()
 
         for label, path in (("list all pods (one request)", "/api/v1/pods"),

@@ -46,7 +46,13 @@ from pyscheduler.framework.pod import pod_info
 from pyscheduler.plugins.registry import build_profile
 
 sys.path.insert(0, str(Path(__file__).parent))
-from bench_apiserver import Client, rate_samples, rss_kib, run_pool  # noqa: E402
+from bench_apiserver import (  # noqa: E402
+    Client,
+    count_bindings,
+    rate_samples,
+    rss_kib,
+    run_pool,
+)
 
 
 def node_obj(i: int) -> dict[str, Any]:
@@ -137,28 +143,13 @@ async def _e2e(args: argparse.Namespace, workdir: Path, sched_pid: int,
     c = Client(workdir / "kubeconfig", args.concurrency)
     try:
         await c.request("POST", "/api/v1/namespaces", {"metadata": {"name": "bench"}})
-        bound = 0
         bound_times: list[float] = []
         target = args.initial + args.pods
         done = asyncio.Event()
         status, body = await c.request("GET", "/api/v1/namespaces/bench/pods?limit=1")
         rv = orjson.loads(body)["metadata"]["resourceVersion"]
-
-        async def watcher() -> None:
-            nonlocal bound
-            url = (f"{c.base}/api/v1/namespaces/bench/pods?watch=true&resourceVersion={rv}"
-                   f"&timeoutSeconds=1800")
-            async with c.session.get(url) as resp:
-                async for line in resp.content:
-                    ev = orjson.loads(line)
-                    if ev["type"] == "MODIFIED" and ev["object"]["spec"].get("nodeName"):
-                        bound += 1
-                        bound_times.append(time.monotonic())
-                        if bound >= target:
-                            done.set()
-                            return
-
-        watch = asyncio.create_task(watcher())
+        watch = asyncio.create_task(count_bindings(
+            c, "/api/v1/namespaces/bench/pods", rv, target, bound_times, done))
 
         async def create_all(prefix: str, n: int) -> None:
             async def create(i: int) -> None:
@@ -170,7 +161,7 @@ async def _e2e(args: argparse.Namespace, workdir: Path, sched_pid: int,
             await run_pool(n, args.concurrency, create)
 
         await create_all("init", args.initial)
-        while bound < args.initial:
+        while len(bound_times) < args.initial:
             await asyncio.sleep(0.1)
         cpu0 = _proc_cpu_seconds(sched_pid)
         measured_from = len(bound_times)
@@ -204,7 +195,7 @@ async def _e2e(args: argparse.Namespace, workdir: Path, sched_pid: int,
         tb = time.monotonic()
         await run_pool(args.ceiling_pods, args.concurrency, bind)
         ceiling = args.ceiling_pods / (time.monotonic() - tb)
-        measured = bound - args.initial
+        measured = len(bound_times) - args.initial
         return {
             "scenario": f"e2e {args.nodes} nodes / {args.initial} initial / {args.pods} pods",
             "scheduled": measured,

@@ -29,6 +29,7 @@ from pyscheduler.framework.nodetable import BoolArray, IntArray, NodeTable, node
 from pyscheduler.framework.pod import PodInfo, pod_info
 
 __all__ = [
+    "verdicts",
     "NodeBuilder",
     "PodBuilder",
     "build_table",
@@ -276,6 +277,24 @@ def context(pod: Obj, nodes: Iterable[Obj], pods: Mapping[str, Iterable[Obj]] | 
 
 
 # -- reading results back -----------------------------------------------------------------------
+
+def verdicts(result: FilterResult, table: NodeTable) -> dict[str, tuple[str, bool]]:
+    """Failing node name -> (message, unresolvable), asserting each failing node has exactly
+    one reason and passing nodes none (plugins that charge one reason per node)."""
+    out: dict[str, tuple[str, bool]] = {}
+    if result.passed is None:
+        return out
+    for slot in range(table.n):
+        if not table.valid[slot]:
+            continue
+        hits = [(r.message, r.unresolvable) for r in result.reasons if r.failed[slot]]
+        if result.passed[slot]:
+            assert not hits, table.names[slot]
+        else:
+            assert len(hits) == 1, (table.names[slot], hits)
+            out[table.names[slot]] = hits[0]
+    return out
+
 
 def outcome(result: FilterResult, table: NodeTable) -> dict[str, list[tuple[str, bool]]]:
     """Per node (holes skipped): its reasons as (message, unresolvable); [] means it passes.

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from pyscheduler.api.labels import LabelSelector
-from pyscheduler.framework.interface import CycleContext, FilterResult
+from pyscheduler.framework.interface import CycleContext
 from pyscheduler.framework.nodetable import NodeTable, node_info
 from pyscheduler.framework.pod import pod_info
 from pyscheduler.plugins.inter_pod_affinity import (
@@ -26,7 +26,7 @@ from pyscheduler.plugins.inter_pod_affinity import (
     InterPodAffinity,
 )
 
-from .builders import build_table, make_node, make_pod
+from .builders import build_table, make_node, make_pod, verdicts
 
 Obj = dict[str, Any]
 HOST = "kubernetes.io/hostname"
@@ -76,22 +76,6 @@ def term(obj: Obj, kind: str, key: str, app: str | None, *, weight: int = 0,
 
 def ctx_for(incoming: Obj, table: NodeTable) -> CycleContext:
     return CycleContext.for_pod(pod_info(incoming), table, resolve)
-
-
-def verdicts(result: FilterResult, table: NodeTable) -> dict[str, tuple[str, bool]]:
-    out: dict[str, tuple[str, bool]] = {}
-    if result.passed is None:
-        return out
-    for slot in range(table.n):
-        if not table.valid[slot]:
-            continue
-        hits = [(r.message, r.unresolvable) for r in result.reasons if r.failed[slot]]
-        if result.passed[slot]:
-            assert not hits, table.names[slot]
-        else:
-            assert len(hits) == 1, (table.names[slot], hits)
-            out[table.names[slot]] = hits[0]
-    return out
 
 
 NODES = [node("n1", "a"), node("n2", "a"), node("n3", "b"), node("n4", "c")]

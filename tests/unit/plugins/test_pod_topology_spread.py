@@ -8,8 +8,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from pyscheduler.framework.interface import CycleContext, FilterResult
-from pyscheduler.framework.nodetable import NodeTable
+from pyscheduler.framework.interface import CycleContext
 from pyscheduler.framework.pod import pod_info
 from pyscheduler.plugins.pod_topology_spread import (
     ERR_REASON_CONSTRAINTS_NOT_MATCH as SKEW,
@@ -22,7 +21,7 @@ from pyscheduler.plugins.pod_topology_spread import (
     PodTopologySpread,
 )
 
-from .builders import build_table, make_node, make_pod
+from .builders import build_table, make_node, make_pod, verdicts
 
 Obj = dict[str, Any]
 HOST = "kubernetes.io/hostname"
@@ -61,23 +60,6 @@ def spread(obj: Obj, max_skew: int, key: str, when: str = "DoNotSchedule",
 def pods_on(**counts: int) -> dict[str, list[Obj]]:
     """``pods_on(n1=2, n3=1)``: that many app=web pods on each node."""
     return {n: [pod(f"{n}-p{i}") for i in range(k)] for n, k in counts.items()}
-
-
-def verdicts(result: FilterResult, table: NodeTable) -> dict[str, tuple[str, bool]]:
-    """Failing node name -> (message, unresolvable); each failing node has exactly one."""
-    out: dict[str, tuple[str, bool]] = {}
-    if result.passed is None:
-        return out
-    for slot in range(table.n):
-        if not table.valid[slot]:
-            continue
-        hits = [(r.message, r.unresolvable) for r in result.reasons if r.failed[slot]]
-        if result.passed[slot]:
-            assert not hits, table.names[slot]
-        else:
-            assert len(hits) == 1, (table.names[slot], hits)
-            out[table.names[slot]] = hits[0]
-    return out
 
 
 ZONES_ABC = [node("n1", "a"), node("n2", "a"), node("n3", "b"), node("n4", "c")]
