@@ -34,7 +34,7 @@ import numpy.typing as npt
 
 from pyscheduler.api.labels import LabelSelector
 from pyscheduler.api.quantity import QuantityError, milli_value, parse_quantity, value
-from pyscheduler.framework.pod import PodInfo
+from pyscheduler.framework.pod import PodInfo, has_affinity_terms
 
 __all__ = [
     "CPU",
@@ -191,6 +191,9 @@ class NodeTable:
         self.slots: dict[str, int] = {}
         self.infos: list[NodeInfo | None] = []
         self.pods: list[dict[str, PodInfo]] = []
+        # Per row, how many of its pods carry inter-pod affinity terms (most rows: none, which
+        # lets the affinity index skip them without looking at their pods).
+        self.term_pods: list[int] = []
         self._free: list[int] = []
         self.label_index: dict[str, LabelColumn] = {}
         self.label_keys: dict[str, BoolArray] = {}
@@ -271,6 +274,7 @@ class NodeTable:
                 self.names.append("")
                 self.infos.append(None)
                 self.pods.append({})
+                self.term_pods.append(0)
             self.slots[info.name] = slot
             self.names[slot] = info.name
             self.valid[slot] = True
@@ -335,6 +339,7 @@ class NodeTable:
         self.requested[slot] = 0
         self.nonzero[slot] = 0
         self.pods[slot] = {}
+        self.term_pods[slot] = 0
         self._free.append(slot)
         self._touch(slot)
         return pods
@@ -350,6 +355,8 @@ class NodeTable:
         self.requested[slot] += vec
         self.nonzero[slot, 0] += pod.nonzero_cpu
         self.nonzero[slot, 1] += pod.nonzero_memory
+        if has_affinity_terms(pod):
+            self.term_pods[slot] += 1
         for hp in pod.host_ports:
             ips = self.port_index.setdefault((hp.protocol, hp.port), {})
             counts = ips.get(hp.ip)
@@ -373,6 +380,8 @@ class NodeTable:
         self.requested[slot] -= vec
         self.nonzero[slot, 0] -= pod.nonzero_cpu
         self.nonzero[slot, 1] -= pod.nonzero_memory
+        if has_affinity_terms(pod):
+            self.term_pods[slot] -= 1
         for hp in pod.host_ports:
             self.port_index[(hp.protocol, hp.port)][hp.ip][slot] -= 1
         for c in self._counters.values():
@@ -498,6 +507,7 @@ class RowView:
         self.slots = {name: i for i, name in enumerate(self.names) if name}
         self.infos = [table.infos[r] for r in rows.tolist()]
         self.pods = [table.pods[r] for r in rows.tolist()]
+        self.term_pods = [table.term_pods[r] for r in rows.tolist()]
         self.label_index = _SlicedMasks(table.label_index, rows)
         self.label_keys = _SlicedMasks(table.label_keys, rows)
         self.taint_index = _SlicedMasks(table.taint_index, rows)

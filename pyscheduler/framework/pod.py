@@ -36,6 +36,7 @@ __all__ = [
     "PodSpecError",
     "SpreadConstraint",
     "Toleration",
+    "has_affinity_terms",
     "pod_info",
     "pod_key",
 ]
@@ -158,6 +159,12 @@ class PodInfo:
         return self.phase in ("Succeeded", "Failed")
 
 
+def has_affinity_terms(pod: PodInfo) -> bool:
+    """Whether the pod carries any inter-pod (anti-)affinity term, required or preferred."""
+    return bool(pod.affinity or pod.anti_affinity or pod.preferred_affinity
+                or pod.preferred_anti_affinity)
+
+
 def pod_key(obj: Obj) -> str:
     meta = obj.get("metadata") or {}
     return f"{meta.get('namespace', '')}/{meta.get('name', '')}"
@@ -173,6 +180,16 @@ def _resource_list(rl: Any, where: str, problems: list[str]) -> dict[str, int]:
         problems.append(f"{where}: must be a map of resource name to quantity")
         return out
     for name, raw in rl.items():
+        if type(raw) is str and type(name) is str:
+            # The common case, answered from the cached string converters; a negative or
+            # malformed value takes the slow path below for its message.
+            try:
+                v = milli_value(raw) if name == "cpu" else value(raw)
+            except QuantityError:
+                v = -1
+            if v >= 0 and raw[:1] != "-":
+                out[name] = v
+                continue
         try:
             q = parse_quantity(raw)
         except (QuantityError, TypeError):

@@ -64,7 +64,7 @@ from pyscheduler.framework.interface import (
     Reason,
 )
 from pyscheduler.framework.nodetable import BoolArray, IntArray, NodeTable
-from pyscheduler.framework.pod import AffinityTerm, PodInfo
+from pyscheduler.framework.pod import AffinityTerm, PodInfo, has_affinity_terms
 from pyscheduler.plugins.pod_topology_spread import DomainCache
 
 __all__ = [
@@ -167,11 +167,12 @@ class ExistingTermIndex:
         self._seen = table.generation
 
     def _rescan(self, table: NodeTable, slot: int) -> None:
+        if not table.term_pods[slot] and slot not in self._rows:
+            return  # no terms before, none now
         entries: list[tuple[int, AffinityTerm]] = []
         if table.valid[slot]:
             for pod in table.pods[slot].values():
-                if not (pod.anti_affinity or pod.affinity or pod.preferred_affinity
-                        or pod.preferred_anti_affinity):
+                if not has_affinity_terms(pod):
                     continue
                 entries.extend((REQUIRED_ANTI_AFFINITY, t) for t in pod.anti_affinity)
                 entries.extend((REQUIRED_AFFINITY, t) for t in pod.affinity)

@@ -21,9 +21,9 @@ Behaviour reproduced from kube-apiserver (and where):
 
 from __future__ import annotations
 
-import datetime as dt
+import os
 import random
-import uuid
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -48,15 +48,32 @@ _MAX_GENERATED_PREFIX = 63 - 5
 CORE_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
 
 
+_last_second: list[Any] = [-1, ""]
+
+
+def _format_second(second: int) -> str:
+    """RFC 3339 at whole seconds (kube's metav1.Time precision), the last answer remembered."""
+    if _last_second[0] != second:
+        _last_second[1] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(second))
+        _last_second[0] = second
+    return str(_last_second[1])
+
+
 def now_rfc3339(clock: Callable[[], float] | None = None) -> str:
-    t = dt.datetime.now(dt.timezone.utc) if clock is None else \
-        dt.datetime.fromtimestamp(clock(), dt.timezone.utc)
-    return t.strftime("%Y-%m-%dT%H:%M:%SZ")
+    return _format_second(int(time.time() if clock is None else clock()))
+
+
+def _uuid4() -> str:
+    """A random (version 4) UUID string, as ``str(uuid.uuid4())`` but without its object."""
+    b = bytearray(os.urandom(16))
+    b[6] = (b[6] & 0x0F) | 0x40
+    b[8] = (b[8] & 0x3F) | 0x80
+    x = b.hex()
+    return f"{x[:8]}-{x[8:12]}-{x[12:16]}-{x[16:20]}-{x[20:]}"
 
 
 def _rfc3339_after(seconds: float) -> str:
-    t = dt.datetime.now(dt.timezone.utc) + dt.timedelta(seconds=seconds)
-    return t.strftime("%Y-%m-%dT%H:%M:%SZ")
+    return _format_second(int(time.time() + seconds))
 
 
 def _meta(obj: Obj) -> Obj:
@@ -269,7 +286,7 @@ class Registry:
         for key in ("resourceVersion", "deletionTimestamp", "deletionGracePeriodSeconds",
                     "managedFields", "selfLink"):
             meta.pop(key, None)
-        meta["uid"] = str(uuid.uuid4())
+        meta["uid"] = _uuid4()
         meta["creationTimestamp"] = now
         if rt.has_spec or rt.custom:
             meta["generation"] = 1
