@@ -6,6 +6,12 @@ Commands:
 * ``sim up`` — start the embedded cluster (API server, simulated kubelets and controllers) on
   loopback, write a kubeconfig that ``kubectl`` and the ``kubernetes`` client use unchanged, and
   run until interrupted.
+* ``fragment build DIR`` — build a fragment from C, WAT or AssemblyScript sources.
+* ``fragment test WASM --cluster FILE --pods FILE`` — offline what-if: every node's verdict and
+  score and the chosen node per pod, no cluster needed.
+* ``fragment publish WASM --name N --version V`` — upload to MinIO/S3 (sha256 computed) and create
+  or update the ``WsspSchedulerConfiguration``.
+* ``fragment list`` — the fragment resources and their status.
 * ``version`` — print the version.
 
 Exit codes: 0 success, 2 bad usage or configuration (the message names what is wrong).
@@ -124,6 +130,127 @@ def _run(args: argparse.Namespace) -> int:
     return _run_loop(run())
 
 
+def _fragment_build(args: argparse.Namespace) -> int:
+    from pyscheduler.wasm.tool import build
+
+    try:
+        path = build(Path(args.dir), Path(args.out) if args.out else None,
+                     Path(args.sdk) if args.sdk else None)
+    except ValueError as exc:
+        print(f"pyscheduler fragment build: {exc}", file=sys.stderr)
+        return 2
+    print(path)
+    return 0
+
+
+def _json_arg(text: str | None, what: str) -> dict[str, Any] | None:
+    import json
+
+    if text is None:
+        return None
+    value = json.loads(text)
+    if not isinstance(value, dict):
+        raise ValueError(f"{what} must be a JSON object")
+    return value
+
+
+def _fragment_test(args: argparse.Namespace) -> int:
+    from pyscheduler.wasm.errors import FragmentError
+    from pyscheduler.wasm.tool import format_reports, load_nodes, load_pods, what_if
+
+    try:
+        wasm = Path(args.wasm).read_bytes()
+        reports = what_if(
+            wasm, load_nodes(Path(args.cluster)), load_pods(Path(args.pods)),
+            config=_json_arg(args.fragment_config, "--fragment-config"),
+            filter_mode=None if args.filter == "none" else args.filter,
+            score_mode=None if args.score == "none" else args.score, weight=args.weight,
+            runtime=args.runtime)
+    except (OSError, ValueError, FragmentError) as exc:
+        print(f"pyscheduler fragment test: {exc}", file=sys.stderr)
+        return 2
+    print(format_reports(reports, as_json=args.json))
+    return 0
+
+
+def _storage_from_args(args: argparse.Namespace) -> Any:
+    import os
+
+    from pyscheduler.config import load_config
+    from pyscheduler.wasm.storage import StorageConfig
+
+    settings = load_config(args.config).storage if args.config else None
+    return StorageConfig(
+        endpoint=args.endpoint or (settings.endpoint if settings else None)
+        or os.environ.get("MINIO_ENDPOINT"),
+        access_key=args.access_key or (settings.access_key if settings else None)
+        or os.environ.get("MINIO_ACCESS_KEY"),
+        secret_key=args.secret_key or (settings.secret_key if settings else None)
+        or os.environ.get("MINIO_SECRET_KEY"),
+        secure=args.secure or bool(settings and settings.secure))
+
+
+def _fragment_publish(args: argparse.Namespace) -> int:
+    from pyscheduler.wasm.errors import FragmentError
+    from pyscheduler.wasm.resource import ResourceError, parse_resource
+    from pyscheduler.wasm.storage import publish
+    from pyscheduler.wasm.tool import resource_body
+
+    try:
+        config = _json_arg(args.fragment_config, "--fragment-config")
+        wasm = Path(args.wasm).read_bytes()
+        body = resource_body(args.name, args.version, "s3://placeholder/x", "0" * 64,
+                             filter_mode=None if args.filter == "none" else args.filter,
+                             score_mode=None if args.score == "none" else args.score,
+                             weight=args.weight, config=config,
+                             failure_policy=args.failure_policy, shadow=args.shadow)
+        parse_resource(body)  # refuse a bad name or spec before uploading anything
+        key = f"{args.name}/{args.name}-v{args.version}.wasm"
+        url, digest = publish(wasm, bucket=args.bucket, key=key,
+                              config=_storage_from_args(args))
+    except (OSError, ValueError, FragmentError, ResourceError) as exc:
+        print(f"pyscheduler fragment publish: {exc}", file=sys.stderr)
+        return 2
+    body["spec"]["url"], body["spec"]["sha256"] = url, digest
+
+    async def apply() -> int:
+        from pyscheduler.kube.client import KubeClient
+        from pyscheduler.kube.errors import ConflictError
+        from pyscheduler.wasm.manager import RESOURCE_PATH
+
+        async with await KubeClient.from_kubeconfig(args.kubeconfig) as client:
+            try:
+                await client.create(RESOURCE_PATH, body)
+                verb = "created"
+            except ConflictError:
+                name = body["metadata"]["name"]
+                await client.patch(f"{RESOURCE_PATH}/{name}", {"spec": body["spec"]})
+                verb = "updated"
+        print(f"{body['metadata']['name']} {verb}: {url} sha256 {digest}")
+        return 0
+    return _run_loop(apply())
+
+
+def _fragment_list(args: argparse.Namespace) -> int:
+    async def show() -> int:
+        from pyscheduler.kube.client import KubeClient
+        from pyscheduler.wasm.manager import RESOURCE_PATH
+
+        async with await KubeClient.from_kubeconfig(args.kubeconfig) as client:
+            items = (await client.list(RESOURCE_PATH)).get("items") or []
+        rows = [("NAME", "PHASE", "DIGEST", "RUNTIME", "LOAD", "MESSAGE")]
+        for item in items:
+            st = item.get("status") or {}
+            rows.append((item["metadata"]["name"], st.get("phase") or "Pending",
+                         (st.get("digest") or "")[:12], st.get("runtime") or "",
+                         st.get("loadTime") or "", (st.get("message") or "")[:80]))
+        widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+        for r in rows:
+            print("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip())
+        return 0
+    return _run_loop(show())
+
+
 def _run_loop(coro: Coroutine[Any, Any, int]) -> int:
     try:
         import uvloop
@@ -167,6 +294,55 @@ def build_parser() -> argparse.ArgumentParser:
                           "~/.kube/config)")
     run.add_argument("--config", default=None, help="scheduler configuration file (YAML)")
     run.set_defaults(func=_run)
+
+    fragment = sub.add_parser("fragment", help="build, try, publish and list fragments")
+    fsub = fragment.add_subparsers(dest="fragment_command", required=True)
+    fbuild = fsub.add_parser("build", help="build a fragment from its source directory",
+                             parents=[common])
+    fbuild.add_argument("dir", help="directory with C (*.c), WAT or AssemblyScript sources")
+    fbuild.add_argument("--out", help="output path (default DIR/<dir name>.wasm)")
+    fbuild.add_argument("--sdk", help="directory holding wssp.h (default: fragments/c)")
+    fbuild.set_defaults(func=_fragment_build)
+
+    def stage_options(p: argparse.ArgumentParser) -> None:
+        p.add_argument("--filter", choices=["replace", "extend", "none"], default="replace")
+        p.add_argument("--score", choices=["replace", "extend", "none"], default="replace")
+        p.add_argument("--weight", type=int, default=1, help="score weight (default 1)")
+        p.add_argument("--fragment-config", help="the fragment's config as JSON")
+
+    ftest = fsub.add_parser("test", help="offline what-if over a cluster file and pods",
+                            parents=[common])
+    ftest.add_argument("wasm")
+    ftest.add_argument("--cluster", required=True,
+                       help="cluster file (nodePools) or YAML Node objects")
+    ftest.add_argument("--pods", required=True, help="YAML pod objects")
+    ftest.add_argument("--runtime", choices=["wasmtime", "wasmer"], default="wasmtime")
+    ftest.add_argument("--json", action="store_true", help="print JSON")
+    stage_options(ftest)
+    ftest.set_defaults(func=_fragment_test)
+
+    fpub = fsub.add_parser("publish", help="upload to MinIO/S3 and create the resource",
+                           parents=[common])
+    fpub.add_argument("wasm")
+    fpub.add_argument("--name", required=True)
+    fpub.add_argument("--version", required=True, help="x.y.z")
+    fpub.add_argument("--bucket", default="fragments")
+    fpub.add_argument("--kubeconfig", default=None)
+    fpub.add_argument("--config", default=None,
+                      help="scheduler configuration whose storage section to use")
+    fpub.add_argument("--endpoint", help="S3 endpoint host:port (or MINIO_ENDPOINT)")
+    fpub.add_argument("--access-key", help="(or MINIO_ACCESS_KEY)")
+    fpub.add_argument("--secret-key", help="(or MINIO_SECRET_KEY)")
+    fpub.add_argument("--secure", action="store_true", help="use https to the endpoint")
+    fpub.add_argument("--failure-policy", choices=["Fail", "Ignore", "Default"], default="Fail")
+    fpub.add_argument("--shadow", action="store_true")
+    stage_options(fpub)
+    fpub.set_defaults(func=_fragment_publish)
+
+    flist = fsub.add_parser("list", help="fragment resources and their status",
+                            parents=[common])
+    flist.add_argument("--kubeconfig", default=None)
+    flist.set_defaults(func=_fragment_list)
 
     version = sub.add_parser("version", help="print the version")
     version.set_defaults(func=lambda args: print(__version__) or 0)

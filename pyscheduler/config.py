@@ -79,6 +79,8 @@ __all__ = [
 
 DEFAULT_SCHEDULER_NAME: Final = "pyscheduler"
 DEFAULT_METRICS_ADDRESS: Final = "127.0.0.1:10259"
+#: The fragment for pods without the wssp/schedulefragment annotation (shipped in the package).
+DEFAULT_SCHEDULE_FRAGMENT: Final = "default:v1.0.0"
 DEFAULT_LEASE_NAMESPACE: Final = "kube-system"
 BIND_CONCURRENCY: Final = 16
 BIND_TIMEOUT_SECONDS: Final = 10.0
@@ -203,6 +205,39 @@ class LeaderElectionConfig:
 
 
 @dataclass(frozen=True, slots=True)
+class FragmentsConfig:
+    """Defaults for every fragment (a resource's ``spec.limits`` and ``spec.runtime`` win)."""
+
+    runtime: str = "wasmtime"
+    fuel: int = 500_000_000
+    timeout_seconds: float = 0.25
+    memory_mib: int = 64
+
+
+@dataclass(frozen=True, slots=True)
+class SecretRef:
+    namespace: str
+    name: str
+
+
+@dataclass(frozen=True, slots=True)
+class StorageSettings:
+    """Where fragments come from: the S3/MinIO endpoint and credentials (given here, or read at
+    start-up from a Secret with keys ``accessKey`` and ``secretKey``), the directories
+    ``file://`` URLs may name, and the size and time limits of one fetch."""
+
+    endpoint: str | None = None
+    access_key: str | None = None
+    secret_key: str | None = None
+    secure: bool = False
+    region: str | None = None
+    credentials_secret: SecretRef | None = None
+    allowed_file_dirs: tuple[str, ...] = ()
+    max_bytes: int = 16 * 2**20
+    timeout_seconds: float = 10.0
+
+
+@dataclass(frozen=True, slots=True)
 class SchedulerConfig:
     """The whole scheduler configuration. Build it with :func:`load_config` or :func:`parse_config`."""
 
@@ -222,6 +257,10 @@ class SchedulerConfig:
     log_level: str = "info"
     #: Seeds the random tie-break between equally scored nodes; None draws a fresh seed.
     seed: int | None = None
+    #: The fragment for pods without ``wssp/schedulefragment`` (``name:vX.Y.Z``); None: none.
+    schedule_fragment: str | None = DEFAULT_SCHEDULE_FRAGMENT
+    fragments: FragmentsConfig = field(default_factory=FragmentsConfig)
+    storage: StorageSettings = field(default_factory=StorageSettings)
 
     @property
     def metrics_host(self) -> str:
@@ -418,8 +457,14 @@ _TOP_LEVEL_FIELDS: Final = (
     "schedulerName", "plugins", "scoringStrategy", "percentageOfNodesToScore", "leaderElection",
     "metricsAddress", "bindConcurrency", "bindTimeoutSeconds", "podInitialBackoffSeconds",
     "podMaxBackoffSeconds", "podMaxInUnschedulablePodsSeconds", "assumedPodTTLSeconds",
-    "logLevel", "seed",
+    "logLevel", "seed", "scheduleFragment", "fragments", "storage",
 )
+_FRAGMENTS_FIELDS: Final = ("runtime", "fuel", "timeoutMilliseconds", "memoryMiB")
+_STORAGE_FIELDS: Final = ("endpoint", "accessKey", "secretKey", "secure", "region",
+                          "credentialsSecret", "allowedFileDirs", "maxBytes", "timeoutSeconds")
+_SECRET_REF_FIELDS: Final = ("namespace", "name")
+_SCHEDULE_FRAGMENT: Final = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?:v\d+\.\d+\.\d+$")
+RUNTIMES: Final = ("wasmtime", "wasmer")
 _PLUGINS_FIELDS: Final = ("filter", "score")
 _SCORE_PLUGIN_FIELDS: Final = ("weight",)
 _SCORING_STRATEGY_FIELDS: Final = ("type", "resources")
@@ -566,7 +611,21 @@ class _Parser:
         elif given is not None:
             self.fail("seed", f"must be a non-negative integer or null, got {_render(given)}")
 
+        fragment: str | None = DEFAULT_SCHEDULE_FRAGMENT
+        given = top.get("scheduleFragment", _MISSING)
+        if given is None or given == "":
+            fragment = None
+        elif given is not _MISSING:
+            if isinstance(given, str) and _SCHEDULE_FRAGMENT.match(given):
+                fragment = given
+            else:
+                self.fail("scheduleFragment", f"must be name:vX.Y.Z (e.g. default:v1.0.0) or "
+                                              f"null, got {_render(given)}")
+        fragments = self.fragments(top.get("fragments", _MISSING))
+        storage = self.storage(top.get("storage", _MISSING))
+
         return SchedulerConfig(
+            schedule_fragment=fragment, fragments=fragments, storage=storage,
             scheduler_name=name, plugins=plugins, scoring_strategy=strategy,
             percentage_of_nodes_to_score=percentage, leader_election=election,
             metrics_address=address, bind_concurrency=concurrency,
@@ -574,6 +633,59 @@ class _Parser:
             pod_max_backoff_seconds=maximum, pod_max_in_unschedulable_pods_seconds=unschedulable,
             assumed_pod_ttl_seconds=ttl, log_level=level, seed=seed,
         )
+
+    def fragments(self, value: object) -> FragmentsConfig:
+        path = "fragments"
+        section = {} if value is _MISSING else self.mapping(value, path, _FRAGMENTS_FIELDS)
+        default = FragmentsConfig()
+        runtime = self.choice(section, "runtime", path, default.runtime, RUNTIMES)
+        fuel = self.integer(section, "fuel", path, default.fuel, 1, 2**62)
+        timeout_ms = self.integer(section, "timeoutMilliseconds", path,
+                                  int(default.timeout_seconds * 1000), 1, 10_000)
+        memory = self.integer(section, "memoryMiB", path, default.memory_mib, 1, 4096)
+        return FragmentsConfig(runtime=runtime, fuel=fuel, timeout_seconds=timeout_ms / 1000,
+                               memory_mib=memory)
+
+    def storage(self, value: object) -> StorageSettings:
+        path = "storage"
+        section = {} if value is _MISSING else self.mapping(value, path, _STORAGE_FIELDS)
+        default = StorageSettings()
+        texts: dict[str, str | None] = {}
+        for key in ("endpoint", "accessKey", "secretKey", "region"):
+            given = section.get(key)
+            if given is not None and not (isinstance(given, str) and given):
+                self.fail(_join(path, key), f"must be a non-empty string, got {_render(given)}")
+                given = None
+            texts[key] = given
+        secret: SecretRef | None = None
+        given = section.get("credentialsSecret")
+        if given is not None:
+            ref = self.mapping(given, _join(path, "credentialsSecret"), _SECRET_REF_FIELDS)
+            ref_path = _join(path, "credentialsSecret")
+            ns = self.dns_name(ref, "namespace", ref_path, "kube-system", label=True)
+            secret_name = self.dns_name(ref, "name", ref_path, "")
+            if not secret_name:
+                self.fail(_join(ref_path, "name"), "is required")
+            secret = SecretRef(ns, secret_name)
+        dirs: tuple[str, ...] = ()
+        given = section.get("allowedFileDirs")
+        if given is not None:
+            if not isinstance(given, list):
+                self.fail(_join(path, "allowedFileDirs"),
+                          f"must be a list of absolute directory paths, got {_render(given)}")
+            else:
+                for i, d in enumerate(given):
+                    if not (isinstance(d, str) and d.startswith("/")):
+                        self.fail(f"{path}.allowedFileDirs[{i}]",
+                                  f"must be an absolute directory path, got {_render(d)}")
+                dirs = tuple(d for d in given if isinstance(d, str) and d.startswith("/"))
+        max_bytes = self.integer(section, "maxBytes", path, default.max_bytes, 1, 2**31)
+        timeout, _ = self.seconds(section, "timeoutSeconds", path, default.timeout_seconds)
+        return StorageSettings(
+            endpoint=texts["endpoint"], access_key=texts["accessKey"],
+            secret_key=texts["secretKey"], secure=self.boolean(section, "secure", path, False),
+            region=texts["region"], credentials_secret=secret, allowed_file_dirs=dirs,
+            max_bytes=max_bytes, timeout_seconds=timeout)
 
     def plugins(self, value: object) -> PluginsConfig:
         if value is _MISSING:
@@ -760,6 +872,26 @@ def dump_config(config: SchedulerConfig, *, include_identity: bool = False) -> d
         "assumedPodTTLSeconds": _number(config.assumed_pod_ttl_seconds),
         "logLevel": config.log_level,
         "seed": config.seed,
+        "scheduleFragment": config.schedule_fragment,
+        "fragments": {
+            "runtime": config.fragments.runtime,
+            "fuel": config.fragments.fuel,
+            "timeoutMilliseconds": round(config.fragments.timeout_seconds * 1000),
+            "memoryMiB": config.fragments.memory_mib,
+        },
+        "storage": {
+            "endpoint": config.storage.endpoint,
+            "accessKey": config.storage.access_key,
+            "secretKey": config.storage.secret_key,
+            "secure": config.storage.secure,
+            "region": config.storage.region,
+            "credentialsSecret": None if config.storage.credentials_secret is None else {
+                "namespace": config.storage.credentials_secret.namespace,
+                "name": config.storage.credentials_secret.name},
+            "allowedFileDirs": list(config.storage.allowed_file_dirs),
+            "maxBytes": config.storage.max_bytes,
+            "timeoutSeconds": _number(config.storage.timeout_seconds),
+        },
     }
     if include_identity:
         document["leaderElection"]["identity"] = election.identity

@@ -131,6 +131,8 @@ EXTENSION_POINT_BUCKETS: Final = exponential_buckets(0.0001, 2, 12)
 PLUGIN_BUCKETS: Final = exponential_buckets(0.00001, 1.5, 20)
 #: 1 ms to ~16 s for our bind histogram, the same layout as kube's attempt histograms.
 BIND_BUCKETS: Final = ATTEMPT_BUCKETS
+#: 10 µs to ~0.65 s, doubling: one fragment stage call (pyscheduler_fragment_*).
+FRAGMENT_CALL_BUCKETS: Final = exponential_buckets(0.00001, 2, 17)
 
 
 class _WithoutCreatedSeries:
@@ -246,6 +248,33 @@ class SchedulerMetrics:
             "Number of Kubernetes Events the scheduler gave up emitting (queue full or API "
             "errors); scheduling is not affected.",
             registry=registry)
+        # ---- WebAssembly fragments --------------------------------------------------------
+        self.fragment_calls = Counter(
+            "pyscheduler_fragment_calls_total",
+            "Number of calls into scheduling fragments, by fragment resource, stage and result "
+            "(ok, or the failure kind: trap, fuel, timeout, memory, return, output).",
+            ["fragment", "stage", "result"], registry=registry)
+        self.fragment_call_duration = Histogram(
+            "pyscheduler_fragment_call_duration_seconds",
+            "Latency of one fragment stage call over all nodes (host work included), in "
+            "seconds.", ["fragment", "stage"], buckets=FRAGMENT_CALL_BUCKETS, registry=registry)
+        self.fragment_loads = Counter(
+            "pyscheduler_fragment_loads_total",
+            "Number of fragment loads, by fragment resource and result (success, failure).",
+            ["fragment", "result"], registry=registry)
+        self.fragment_info = Gauge(
+            "pyscheduler_fragment_info",
+            "1 for every fragment version serving, with its digest and runtime.",
+            ["fragment", "name", "version", "digest", "runtime"], registry=registry)
+        self.fragment_shadow_disagreements = Counter(
+            "pyscheduler_fragment_shadow_disagreements_total",
+            "Number of pods for which a shadow fragment would have decided differently from "
+            "the active logic, by fragment and what differed (feasible, node).",
+            ["fragment", "kind"], registry=registry)
+        self.fragment_shadow_evaluations = Counter(
+            "pyscheduler_fragment_shadow_evaluations_total",
+            "Number of pods a shadow fragment was evaluated for.",
+            ["fragment"], registry=registry)
         self.build_info = Gauge(
             "pyscheduler_build_info",
             "Always 1; the version label names the running pyscheduler version.",

@@ -12,6 +12,7 @@ a clean standby; :attr:`SchedulerApp.lost_leadership` tells in-process callers.
 from __future__ import annotations
 
 import asyncio
+import base64
 import contextlib
 
 import structlog
@@ -21,6 +22,9 @@ from pyscheduler.kube.client import KubeClient
 from pyscheduler.kube.leader import LeaderElector
 from pyscheduler.metrics import HealthServer, SchedulerMetrics
 from pyscheduler.scheduler import Scheduler
+from pyscheduler.wasm.manager import FragmentManager
+from pyscheduler.wasm.storage import StorageConfig
+from pyscheduler.wasm.vm import Limits
 
 __all__ = ["SchedulerApp"]
 
@@ -36,13 +40,41 @@ class SchedulerApp:
         self.health = HealthServer(self.metrics, host=config.metrics_host,
                                    port=config.metrics_port)
         self.health.add_readiness_check("informers-synced", lambda: self.scheduler.synced)
+        f = config.fragments
+        self.fragments = FragmentManager(
+            self.scheduler.cache.table, client=client, runtime=f.runtime,
+            limits=Limits(memory_bytes=f.memory_mib * 2**20, fuel=f.fuel,
+                          timeout_seconds=f.timeout_seconds),
+            default=config.schedule_fragment, metrics=self.metrics,
+            on_ready=self.scheduler.fragment_ready, writes_status=lambda: self.leading)
+        self.scheduler.select = self.fragments.select
         self.lost_leadership = asyncio.Event()
         self.elector: LeaderElector | None = None
         self._loop_task: asyncio.Task[None] | None = None
 
+    async def _storage_config(self) -> StorageConfig:
+        s = self.config.storage
+        access, secret = s.access_key, s.secret_key
+        if s.credentials_secret is not None:
+            ref = s.credentials_secret
+            obj = await self.client.get(f"/api/v1/namespaces/{ref.namespace}/secrets/{ref.name}")
+            data = obj.get("data") or {}
+            try:
+                access = base64.b64decode(data["accessKey"]).decode()
+                secret = base64.b64decode(data["secretKey"]).decode()
+            except (KeyError, ValueError) as exc:
+                raise ValueError(f"storage.credentialsSecret {ref.namespace}/{ref.name}: needs "
+                                 f"keys accessKey and secretKey ({exc})") from None
+        return StorageConfig(endpoint=s.endpoint, access_key=access, secret_key=secret,
+                             secure=s.secure, region=s.region,
+                             allowed_file_dirs=s.allowed_file_dirs, max_bytes=s.max_bytes,
+                             timeout_seconds=s.timeout_seconds)
+
     async def start(self) -> None:
         await self.health.start()
+        self.fragments.storage = await self._storage_config()
         await self.scheduler.start_informers()
+        await self.fragments.start()
         le = self.config.leader_election
         if not le.enabled:
             self.metrics.set_leader(True)
@@ -76,6 +108,7 @@ class SchedulerApp:
         if self.elector is not None:
             await self.elector.stop(release=release)
         await self.scheduler.stop()
+        await self.fragments.stop()
         await self.health.stop()
 
     async def run_until(self, stop: asyncio.Event) -> int:

@@ -29,6 +29,7 @@ import time
 from collections.abc import Callable, Coroutine
 from typing import Any
 
+import numpy as np
 import orjson
 import structlog
 
@@ -37,7 +38,15 @@ from pyscheduler.config import SchedulerConfig
 from pyscheduler.framework.cache import Cache
 from pyscheduler.framework.interface import CycleContext
 from pyscheduler.framework.nodetable import NodeInfo, node_info
-from pyscheduler.framework.pipeline import Pipeline, ScheduleResult, StageOverride, explain
+from pyscheduler.framework.pipeline import (
+    Pipeline,
+    ScheduleResult,
+    Selection,
+    StageFailed,
+    StageOverride,
+    StageUnavailable,
+    explain,
+)
 from pyscheduler.framework.pod import PodInfo, PodSpecError, pod_info
 from pyscheduler.framework.queue import QueuedPod, SchedulingQueue
 from pyscheduler.kube.client import KubeClient
@@ -61,7 +70,9 @@ DECISION_ANNOTATION = "wssp/decision"
 BIND_RETRIES = 3
 
 Obj = dict[str, Any]
-OverrideFor = Callable[[PodInfo], StageOverride | None]
+# Chooses the stage overrides for a pod; raises StageUnavailable when the pod must wait.
+SelectFn = Callable[[PodInfo], Selection]
+NO_SELECTION = Selection(None)
 
 
 def _scheduled_condition(pod: Obj) -> Obj | None:
@@ -74,14 +85,14 @@ def _scheduled_condition(pod: Obj) -> Obj | None:
 class Scheduler:
     def __init__(self, client: KubeClient, config: SchedulerConfig, *,
                  metrics: SchedulerMetrics | None = None,
-                 override_for: OverrideFor | None = None,
+                 select: SelectFn | None = None,
                  clock: Callable[[], float] = time.monotonic) -> None:
         self.client = client
         self.config = config
         self.name = config.scheduler_name
         self.metrics = metrics
         self.clock = clock
-        self.override_for = override_for
+        self.select = select
         self.cache = Cache(assumed_ttl=config.assumed_pod_ttl_seconds, clock=clock)
         self.queue = SchedulingQueue(
             initial_backoff=config.pod_initial_backoff_seconds,
@@ -255,17 +266,35 @@ class Scheduler:
         pod = entry.pod
         start = time.perf_counter()
         ctx = CycleContext.for_pod(pod, self.cache.table, self._namespaces_matching)
-        override = self.override_for(pod) if self.override_for is not None else None
+        try:
+            selection = self.select(pod) if self.select is not None else NO_SELECTION
+        except StageUnavailable as exc:
+            # The pod's fragment is missing, loading or failed: it waits, visibly, and comes
+            # back when a fragment becomes Ready (fragment_ready).
+            self.failed += 1
+            self._observe("unschedulable", start)
+            self.queue.requeue_unschedulable(pod.uid)
+            self._spawn(self._set_unschedulable(pod, str(exc), "Unschedulable"))
+            return None
         wants_explain = pod.annotations.get(EXPLAIN_ANNOTATION) == "true"
         sample = self.metrics is not None and self.metrics.should_record_plugin_metrics()
         try:
-            result = self.pipeline.schedule(ctx, override, explain=wants_explain, sample=sample)
+            result = self.pipeline.schedule(ctx, selection.active, explain=wants_explain,
+                                            sample=sample)
+        except StageFailed as exc:  # a fragment failed and its failure policy is Fail
+            self.failed += 1
+            self._observe("unschedulable", start)
+            self.queue.requeue_backoff(pod.uid)
+            self._spawn(self._set_unschedulable(pod, str(exc), "Unschedulable"))
+            return None
         except Exception as exc:  # a plugin fault must not stop the loop
             log.exception("scheduling attempt failed", pod=pod.key)
             self._observe("error", start)
             self.queue.requeue_backoff(pod.uid)
             self._spawn(self._set_unschedulable(pod, f"scheduling failed: {exc}", "Error"))
             return None
+        for shadow in selection.shadows:
+            self._evaluate_shadow(pod, shadow, result)
         if self.metrics is not None:
             self._observe_stages(result)
         decision = explain(result, self.cache.table.names) if wants_explain else None
@@ -280,6 +309,41 @@ class Scheduler:
         self._observe("scheduled", start)
         self._spawn(self._bind(entry, result.node, decision))
         return result
+
+    def _evaluate_shadow(self, pod: PodInfo, shadow: StageOverride,
+                         active: ScheduleResult) -> None:
+        """Run ``shadow`` on the same table and count where it would have decided otherwise:
+        a different feasible set, or a chosen node the shadow does not rank best."""
+        ctx = CycleContext.for_pod(pod, self.cache.table, self._namespaces_matching)
+        try:
+            other = self.pipeline.schedule(ctx, shadow)
+            kinds = []
+            if not np.array_equal(other.filtered.feasible, active.filtered.feasible):
+                kinds.append("feasible")
+            if active.node is None or other.node is None:
+                if active.node != other.node:
+                    kinds.append("node")
+            elif other.node != active.node and (
+                    other.total is None or other.total[active.slot] != other.total[other.slot]):
+                kinds.append("node")
+        except Exception as exc:  # a shadow never affects scheduling
+            kinds = ["error"]
+            other = None
+            log.warning("shadow evaluation failed", pod=pod.key, fragment=shadow.name,
+                        error=str(exc))
+        if self.metrics is not None:
+            self.metrics.fragment_shadow_evaluations.labels(shadow.name).inc()
+            for kind in kinds:
+                self.metrics.fragment_shadow_disagreements.labels(shadow.name, kind).inc()
+        if kinds and other is not None:
+            log.info("shadow disagreement", pod=pod.key, fragment=shadow.name, kinds=kinds,
+                     active_node=active.node, shadow_node=other.node,
+                     active_feasible=int(active.filtered.feasible.sum()),
+                     shadow_feasible=int(other.filtered.feasible.sum()))
+
+    def fragment_ready(self, resource: str) -> None:
+        """A fragment became Ready: pods waiting for one are worth another attempt."""
+        self.queue.move_all_to_active("FragmentReady")
 
     def _observe_stages(self, result: ScheduleResult) -> None:
         assert self.metrics is not None

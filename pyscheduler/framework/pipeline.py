@@ -45,7 +45,10 @@ __all__ = [
     "Pipeline",
     "Profile",
     "ScheduleResult",
+    "Selection",
+    "StageFailed",
     "StageOverride",
+    "StageUnavailable",
     "explain",
     "nodes_to_score",
 ]
@@ -53,8 +56,9 @@ __all__ = [
 MIN_FEASIBLE_NODES_TO_FIND = 100
 MIN_FEASIBLE_NODES_PERCENTAGE_TO_FIND = 5
 
-FilterFn = Callable[[CycleContext], FilterResult]
-ScoreFn = Callable[[CycleContext, BoolArray], IntArray]
+# A stage function; an override's may return None to defer to the built-in stage.
+FilterFn = Callable[[CycleContext], FilterResult | None]
+ScoreFn = Callable[[CycleContext, BoolArray], IntArray | None]
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,6 +104,23 @@ class StageOverride:
     score: ScoreFn | None = None
     score_mode: Literal["replace", "extend"] = "replace"
     score_weight: int = 1
+
+
+@dataclass(frozen=True, slots=True)
+class Selection:
+    """The overrides chosen for one pod: ``active`` decides (``None``: the built-in profile);
+    each of ``shadows`` is evaluated beside it and decides nothing."""
+
+    active: StageOverride | None
+    shadows: tuple[StageOverride, ...] = ()
+
+
+class StageUnavailable(Exception):
+    """The pod selects stage logic that cannot serve now (missing, loading, failed): it waits."""
+
+
+class StageFailed(Exception):
+    """An override failed for this pod and its policy says the pod must not be placed."""
 
 
 @dataclass(slots=True)
@@ -294,18 +315,26 @@ class Pipeline:
         valid = ctx.nodes().copy()
         feasible = valid.copy()
         outcome = FilterOutcome(feasible, valid)
-        stages: list[tuple[str, FilterFn]] = []
-        if override is None or override.filter is None or override.filter_mode == "extend":
-            stages.extend((p.name, p.filter) for p in self.profile.filters)
+        builtin: list[tuple[str, FilterFn]] = [(p.name, p.filter) for p in self.profile.filters]
+        replace = override is not None and override.filter is not None \
+            and override.filter_mode == "replace"
+        stages = collections.deque([] if replace else builtin)
         if override is not None and override.filter is not None:
             stages.append((override.name, override.filter))
-        for name, fn in stages:
+        while stages:
+            name, fn = stages.popleft()
             if timings is not None:
                 t0 = time.perf_counter()
                 result = fn(ctx)
                 timings[("Filter", name)] = time.perf_counter() - t0
             else:
                 result = fn(ctx)
+            if result is None:
+                # The override defers to the built-in stage (a fragment's failure policy
+                # "Default"): in replace mode the built-ins run now; in extend mode they ran.
+                if replace:
+                    stages.extend(builtin)
+                continue
             outcome.results.append((name, result))
             if result.passed is not None:
                 feasible &= result.passed[: len(feasible)]
@@ -317,18 +346,26 @@ class Pipeline:
               ) -> tuple[IntArray, dict[str, IntArray]]:
         total = np.zeros(len(feasible), np.int64)
         per_plugin: dict[str, IntArray] = {}
-        stages: list[tuple[str, ScoreFn, int]] = []
-        if override is None or override.score is None or override.score_mode == "extend":
-            stages.extend((p.name, p.score, w) for p, w in self.profile.scores if w)
+        builtin: list[tuple[str, ScoreFn, int]] = [
+            (p.name, p.score, w) for p, w in self.profile.scores if w]
+        replace = override is not None and override.score is not None \
+            and override.score_mode == "replace"
+        stages = collections.deque([] if replace else builtin)
         if override is not None and override.score is not None:
             stages.append((override.name, override.score, override.score_weight))
-        for name, fn, weight in stages:
+        while stages:
+            name, fn, weight = stages.popleft()
             if timings is not None:
                 t0 = time.perf_counter()
-                scores = fn(ctx, feasible)[: len(feasible)]
+                scores = fn(ctx, feasible)
                 timings[("Score", name)] = time.perf_counter() - t0
             else:
-                scores = fn(ctx, feasible)[: len(feasible)]
+                scores = fn(ctx, feasible)
+            if scores is None:  # deferred to the built-in stage, as in filter()
+                if replace:
+                    stages.extend(builtin)
+                continue
+            scores = scores[: len(feasible)]
             total += scores * weight
             if keep_per_plugin:
                 per_plugin[name] = scores

@@ -32,7 +32,7 @@ from pyscheduler.sim.controller import Controller
 from pyscheduler.sim.registry import Registry, now_rfc3339
 from pyscheduler.sim.resources import ResourceType
 
-__all__ = ["FAIL_ANNOTATION", "FAULT_ANNOTATION", "KubeletFleet", "NodeSpec",
+__all__ = ["FAIL_ANNOTATION", "FAULT_ANNOTATION", "KubeletFleet", "NodeSpec", "node_object",
            "RUN_SECONDS_ANNOTATION", "pod_event"]
 
 FAULT_ANNOTATION = "sim.pyscheduler.io/condition"
@@ -109,6 +109,39 @@ def _condition(type_: str, status: str, reason: str, message: str, now: str) -> 
             "lastHeartbeatTime": now, "lastTransitionTime": now}
 
 
+def node_object(spec: NodeSpec) -> dict[str, Any]:
+    """The Node a simulated kubelet registers for ``spec`` (Ready)."""
+    now = now_rfc3339()
+    labels = {"kubernetes.io/hostname": spec.name, "kubernetes.io/os": "linux",
+              "kubernetes.io/arch": "amd64", "beta.kubernetes.io/os": "linux",
+              "beta.kubernetes.io/arch": "amd64", **spec.labels}
+    node: dict[str, Any] = {
+        "apiVersion": "v1", "kind": "Node",
+        "metadata": {"name": spec.name, "labels": labels,
+                     "annotations": {"node.alpha.kubernetes.io/ttl": "0"}},
+        "spec": {},
+        "status": {
+            "capacity": dict(spec.capacity),
+            "allocatable": dict(spec.capacity),
+            "conditions": KubeletFleet._conditions("Ready", now),
+            "addresses": [{"type": "InternalIP", "address": spec.internal_ip},
+                          {"type": "Hostname", "address": spec.name}],
+            "daemonEndpoints": {"kubeletEndpoint": {"Port": 10250}},
+            "nodeInfo": {"kubeletVersion": KUBELET_VERSION, "kubeProxyVersion": "",
+                         "osImage": "pyscheduler simulated node", "kernelVersion": "sim",
+                         "containerRuntimeVersion": "sim://1.0", "operatingSystem": "linux",
+                         "architecture": "amd64", "machineID": "", "systemUUID": "",
+                         "bootID": ""},
+        },
+    }
+    if spec.pod_cidr:
+        node["spec"]["podCIDR"] = spec.pod_cidr
+        node["spec"]["podCIDRs"] = [spec.pod_cidr]
+    if spec.taints:
+        node["spec"]["taints"] = [dict(t) for t in spec.taints]
+    return node
+
+
 class KubeletFleet(Controller):
     """The kubelets of all simulated nodes."""
 
@@ -129,35 +162,7 @@ class KubeletFleet(Controller):
     # -- registration --------------------------------------------------------------------------
 
     def node_object(self, spec: NodeSpec) -> dict[str, Any]:
-        now = now_rfc3339()
-        labels = {"kubernetes.io/hostname": spec.name, "kubernetes.io/os": "linux",
-                  "kubernetes.io/arch": "amd64", "beta.kubernetes.io/os": "linux",
-                  "beta.kubernetes.io/arch": "amd64", **spec.labels}
-        node: dict[str, Any] = {
-            "apiVersion": "v1", "kind": "Node",
-            "metadata": {"name": spec.name, "labels": labels,
-                         "annotations": {"node.alpha.kubernetes.io/ttl": "0"}},
-            "spec": {},
-            "status": {
-                "capacity": dict(spec.capacity),
-                "allocatable": dict(spec.capacity),
-                "conditions": self._conditions("Ready", now),
-                "addresses": [{"type": "InternalIP", "address": spec.internal_ip},
-                              {"type": "Hostname", "address": spec.name}],
-                "daemonEndpoints": {"kubeletEndpoint": {"Port": 10250}},
-                "nodeInfo": {"kubeletVersion": KUBELET_VERSION, "kubeProxyVersion": "",
-                             "osImage": "pyscheduler simulated node", "kernelVersion": "sim",
-                             "containerRuntimeVersion": "sim://1.0", "operatingSystem": "linux",
-                             "architecture": "amd64", "machineID": "", "systemUUID": "",
-                             "bootID": ""},
-            },
-        }
-        if spec.pod_cidr:
-            node["spec"]["podCIDR"] = spec.pod_cidr
-            node["spec"]["podCIDRs"] = [spec.pod_cidr]
-        if spec.taints:
-            node["spec"]["taints"] = [dict(t) for t in spec.taints]
-        return node
+        return node_object(spec)
 
     @staticmethod
     def _conditions(state: str, now: str) -> list[dict[str, Any]]:

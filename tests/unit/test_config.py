@@ -380,7 +380,7 @@ def test_every_error_is_reported_at_once() -> None:
                  "scoringStrategy, percentageOfNodesToScore, leaderElection, metricsAddress, "
                  "bindConcurrency, bindTimeoutSeconds, podInitialBackoffSeconds, "
                  "podMaxBackoffSeconds, podMaxInUnschedulablePodsSeconds, assumedPodTTLSeconds, "
-                 "logLevel, seed", id="kube header"),
+                 "logLevel, seed, scheduleFragment, fragments, storage", id="kube header"),
 ])
 def test_unknown_field_suggestion(document: object, message: str) -> None:
     assert error_of(document) == f"{SRC}: {message}"
@@ -475,7 +475,7 @@ def test_dump_is_camel_case_and_plain_data() -> None:
         "schedulerName", "plugins", "scoringStrategy", "percentageOfNodesToScore",
         "leaderElection", "metricsAddress", "bindConcurrency", "bindTimeoutSeconds",
         "podInitialBackoffSeconds", "podMaxBackoffSeconds", "podMaxInUnschedulablePodsSeconds",
-        "assumedPodTTLSeconds", "logLevel", "seed"]
+        "assumedPodTTLSeconds", "logLevel", "seed", "scheduleFragment", "fragments", "storage"]
     assert dumped["plugins"]["score"]["NodeAffinity"] == {"weight": 2}
     assert dumped["leaderElection"]["leaseDurationSeconds"] == 15
     assert isinstance(dumped["leaderElection"]["leaseDurationSeconds"], int)
@@ -570,3 +570,36 @@ def test_num_feasible_nodes_to_find_matches_kube(percentage: int, nodes: int,
                                                  expected: int) -> None:
     config = SchedulerConfig(percentage_of_nodes_to_score=percentage)
     assert config.num_feasible_nodes_to_find(nodes) == expected
+
+
+@pytest.mark.parametrize(("document", "message"), [
+    pytest.param({"scheduleFragment": "default-v1.0.0"},
+                 "scheduleFragment: must be name:vX.Y.Z (e.g. default:v1.0.0) or null, got "
+                 '"default-v1.0.0"', id="resource name instead of name:version"),
+    pytest.param({"fragments": {"runtime": "wasm3"}},
+                 'fragments.runtime: must be one of wasmtime, wasmer, got "wasm3" (did you mean "wasmer"?)',
+                 id="unknown runtime"),
+    pytest.param({"fragments": {"memoryMiB": 0}},
+                 "fragments.memoryMiB: must be an integer between 1 and 4096, got 0",
+                 id="memory cap zero"),
+    pytest.param({"storage": {"allowedFileDirs": ["relative/dir"]}},
+                 'storage.allowedFileDirs[0]: must be an absolute directory path, got '
+                 '"relative/dir"', id="relative file dir"),
+    pytest.param({"storage": {"credentialsSecret": {"namespace": "kube-system"}}},
+                 "storage.credentialsSecret.name: is required", id="secret without name"),
+])
+def test_fragment_sections_reject_bad_values(document: object, message: str) -> None:
+    assert error_of(document) == f"{SRC}: {message}"
+
+
+def test_fragment_sections_round_trip() -> None:
+    config = parse_config({"scheduleFragment": None, "fragments": {
+        "runtime": "wasmer", "fuel": 1000, "timeoutMilliseconds": 20, "memoryMiB": 8},
+        "storage": {"endpoint": "127.0.0.1:9000", "accessKey": "a", "secretKey": "b",
+                    "allowedFileDirs": ["/srv/fragments"]}}, "x")
+    assert config.schedule_fragment is None
+    assert config.fragments.runtime == "wasmer" and config.fragments.timeout_seconds == 0.02
+    assert config.storage.allowed_file_dirs == ("/srv/fragments",)
+    again = parse_config(dump_config(config), "x")
+    assert dataclasses.replace(again, leader_election=config.leader_election) == config
+    assert SchedulerConfig().schedule_fragment == "default:v1.0.0"

@@ -1,0 +1,428 @@
+"""The host side of fragment ABI v1 (``fragments/ABI.md``): the node table resident in guest memory.
+
+A :class:`Guest` is one instance of a fragment with the scheduler's :class:`NodeTable` mirrored
+into buffers the guest allocated. Per pod it brings the mirror up to date — only rows whose
+``row_generation`` moved since the last call are rewritten, with one numpy assignment per column —
+writes the pod record and the per-pod columns, and makes one call per stage over every node.
+Outputs are read straight from guest memory and checked (reason ids, score range) before they
+reach the pipeline.
+
+The guest's view of the table is fixed at instantiation: ``capacity`` rows, ``R`` resources and
+``label_capacity`` label key columns. When the table outgrows any of them the caller creates a
+fresh :class:`Guest` (:class:`Resize`), which is also what happens after any failed call: an
+instance that trapped is never called again.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+import orjson
+
+from pyscheduler.framework.interface import CycleContext, FilterResult, Reason
+from pyscheduler.framework.nodetable import BoolArray, IntArray, NodeTable
+from pyscheduler.framework.pod import NodeSelectorRequirement, PodInfo
+from pyscheduler.wasm.errors import CallError, LoadError
+from pyscheduler.wasm.vm import Instance, Module
+
+__all__ = [
+    "ABI_MAJOR",
+    "CTX_SIZE",
+    "Guest",
+    "Resize",
+    "abi_marker",
+    "check_module",
+]
+
+ABI_MAJOR = 1
+CTX_SIZE = 256
+NAME_FIELD = "metadata.name"
+MAX_SCORE = 100
+
+# Context offsets (ABI.md §4).
+_ABI, _CAPACITY, _COUNT, _NRES, _RES_NAMES, _RES_NAMES_LEN = 0, 4, 8, 12, 16, 20
+_ALLOC, _REQ, _FLAGS, _NLABELS, _LABEL_CAP, _LABEL_KEYS, _LABEL_KEYS_LEN = 24, 28, 32, 36, 40, 44, 48
+_LABELS, _LABEL_VALUES, _NODE_NAMES, _POD, _POD_LEN, _POD_TAINTS = 52, 56, 60, 64, 68, 72
+_CANDIDATES, _VERDICTS, _SCORES, _GENERATION, _STAGE = 76, 80, 84, 88, 92
+_REASONS, _REASONS_LEN, _WANT_LABELS, _WANT_LABELS_LEN = 128, 132, 136, 140
+
+FLAG_PRESENT, FLAG_UNSCHEDULABLE, FLAG_NOT_READY = 1, 2, 4
+_NOT_READY_TAINTS = ("node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable")
+_DO_NOT_SCHEDULE = ("NoSchedule", "NoExecute")
+_OPS = {"In": 0, "NotIn": 1, "Exists": 2, "DoesNotExist": 3, "Gt": 4, "Lt": 5}
+_STAGE_INIT, _STAGE_FILTER, _STAGE_SCORE = 0, 1, 2
+
+LogFn = Callable[[int, bytes], None]
+
+
+class Resize(Exception):
+    """The table no longer fits this instance's buffers: create a fresh :class:`Guest`."""
+
+
+def abi_marker(exports: Mapping[str, str]) -> int:
+    """The ABI major version a module declares; :class:`LoadError` when it declares none."""
+    majors = []
+    for name in exports:
+        if name.startswith("wssp_abi_v"):
+            digits = name[len("wssp_abi_v"):]
+            if digits.isdigit():
+                majors.append(int(digits))
+    if not majors:
+        raise LoadError("missing ABI marker export wssp_abi_v1 (is this a pyscheduler fragment?)")
+    if ABI_MAJOR not in majors:
+        raise LoadError(f"fragment speaks ABI v{max(majors)}, this scheduler speaks "
+                        f"v{ABI_MAJOR}")
+    return ABI_MAJOR
+
+
+def check_module(module: Module, *, filter: bool, score: bool) -> None:
+    """Refuse a module that cannot serve the configured stages (ABI.md §1)."""
+    exports = module.exports
+    abi_marker(exports)
+    needed = {"memory": "memory", "wssp_alloc": "func", "wssp_init": "func"}
+    if filter:
+        needed["wssp_filter"] = "func"
+    if score:
+        needed["wssp_score"] = "func"
+    for name, kind in needed.items():
+        have = exports.get(name)
+        if have is None:
+            why = " (the resource configures that stage)" if name in (
+                "wssp_filter", "wssp_score") else ""
+            raise LoadError(f"missing export {name}{why}")
+        if have != kind:
+            raise LoadError(f"export {name} must be a {kind}, not a {have}")
+
+
+def _lines(items: Sequence[str]) -> bytes:
+    return "\n".join(items).encode()
+
+
+def _split_lines(data: bytes) -> list[str]:
+    text = data.decode("utf-8", "replace")
+    return text.split("\n") if text else []
+
+
+class Guest:
+    """One fragment instance with the node table resident in its memory."""
+
+    def __init__(self, module: Module, config: Mapping[str, Any] | None, table: NodeTable, *,
+                 log: LogFn | None = None, label_capacity: int = 16) -> None:
+        self.instance: Instance = module.instantiate(log)
+        self.table = table
+        self.capacity = max(table.capacity, 64)
+        self.resources = list(table.resources)
+        self._seen = -1
+        self._labels_seen = -1
+        self._names_seen = -1
+        self._pod_cap = 0
+        self._text_bufs: dict[str, tuple[int, int]] = {}  # buffer name -> (ptr, capacity)
+        ctx = self.ctx = self._alloc(CTX_SIZE)
+        names = _lines(self.resources)
+        self._set_text("resource_names", names, _RES_NAMES, _RES_NAMES_LEN)
+        self._u32(_ABI, ABI_MAJOR)
+        self._u32(_CAPACITY, self.capacity)
+        self._u32(_NRES, len(self.resources))
+        self._u32(_COUNT, table.n)
+        config_text = orjson.dumps(dict(config or {}))
+        config_ptr = self._alloc(max(len(config_text), 1))
+        self._write(config_ptr, config_text)
+        self._u32(_STAGE, _STAGE_INIT)
+        try:
+            status = self.instance.call("wssp_init", ctx, config_ptr, len(config_text))
+        except CallError as exc:
+            raise LoadError(f"wssp_init failed: {exc.message}") from None
+        if status != 0:
+            raise LoadError(f"wssp_init returned {status} (the fragment refused its config)")
+        self.reasons = _split_lines(self._read_text(_REASONS, _REASONS_LEN, "reasons"))
+        wanted = [k for k in _split_lines(
+            self._read_text(_WANT_LABELS, _WANT_LABELS_LEN, "want_labels")) if k]
+        self.label_keys: list[str] = []
+        self.label_capacity = max(label_capacity, 2 * len(wanted), 4)
+        c = self.capacity
+        r = len(self.resources)
+        self._alloc_ptr = self._alloc(8 * r * c)
+        self._req_ptr = self._alloc(8 * r * c)
+        self._flags_ptr = self._alloc(c)
+        self._labels_ptr = self._alloc(4 * self.label_capacity * c)
+        self._values_ptr = self._alloc(8 * self.label_capacity)
+        self._names_ptr = self._alloc(8 * c)
+        self._taints_ptr = self._alloc(c)
+        self._cand_ptr = self._alloc(c)
+        self._verdicts_ptr = self._alloc(2 * c)
+        self._scores_ptr = self._alloc(8 * c)
+        for field, ptr in ((_ALLOC, self._alloc_ptr), (_REQ, self._req_ptr),
+                           (_FLAGS, self._flags_ptr), (_LABELS, self._labels_ptr),
+                           (_LABEL_VALUES, self._values_ptr), (_NODE_NAMES, self._names_ptr),
+                           (_POD_TAINTS, self._taints_ptr), (_CANDIDATES, self._cand_ptr),
+                           (_VERDICTS, self._verdicts_ptr), (_SCORES, self._scores_ptr)):
+            self._u32(field, ptr)
+        self._u32(_LABEL_CAP, self.label_capacity)
+        mem = self.instance.memory()
+        mem[self._labels_ptr: self._labels_ptr + 4 * self.label_capacity * c] = 0xFF  # all -1
+        for key in wanted:
+            self._add_label_key(key)
+        self.sync()
+
+    # -- raw memory ----------------------------------------------------------------------------
+
+    def _alloc(self, size: int) -> int:
+        ptr = self.instance.call("wssp_alloc", size)
+        if ptr <= 0 or ptr % 8 or ptr + size > self.instance.memory_size():
+            raise LoadError(f"wssp_alloc({size}) returned {ptr}: the fragment is out of memory "
+                            "or its allocator is broken")
+        return ptr
+
+    def _u32(self, offset: int, value: int) -> None:
+        self.instance.memory()[self.ctx + offset: self.ctx + offset + 4] = np.frombuffer(
+            struct.pack("<I", value), np.uint8)
+
+    def _read_u32(self, offset: int) -> int:
+        mem = self.instance.memory()
+        return int(mem[self.ctx + offset: self.ctx + offset + 4].view(np.uint32)[0])
+
+    def _write(self, ptr: int, data: bytes) -> None:
+        self.instance.memory()[ptr: ptr + len(data)] = np.frombuffer(data, np.uint8)
+
+    def _read_text(self, ptr_field: int, len_field: int, what: str) -> bytes:
+        ptr, length = self._read_u32(ptr_field), self._read_u32(len_field)
+        if not length:
+            return b""
+        size = self.instance.memory_size()
+        if ptr + length > size:
+            raise LoadError(f"context field {what} points outside guest memory "
+                            f"({ptr}+{length} > {size})")
+        return bytes(self.instance.memory()[ptr: ptr + length])
+
+    def _set_text(self, name: str, data: bytes, ptr_field: int | None = None,
+                  len_field: int | None = None) -> int:
+        """Place ``data`` in a reusable guest buffer (reallocated with slack when too small)."""
+        ptr, cap = self._text_bufs.get(name, (0, 0))
+        if len(data) > cap or not ptr:
+            cap = max(64, 2 * len(data))
+            ptr = self._alloc(cap)
+            self._text_bufs[name] = (ptr, cap)
+        self._write(ptr, data)
+        if ptr_field is not None and len_field is not None:
+            self._u32(ptr_field, ptr)
+            self._u32(len_field, len(data))
+        return ptr
+
+    def _i64_columns(self, ptr: int, rows: int) -> npt.NDArray[np.int64]:
+        c = self.capacity
+        mem = self.instance.memory()
+        return mem[ptr: ptr + 8 * rows * c].view(np.int64).reshape(rows, c)
+
+    # -- the resident table --------------------------------------------------------------------
+
+    def _add_label_key(self, key: str) -> int:
+        if key in self.label_keys:
+            return self.label_keys.index(key)
+        if len(self.label_keys) == self.label_capacity:
+            raise Resize(f"label key columns exhausted ({self.label_capacity})")
+        self.label_keys.append(key)
+        self._set_text("label_keys", _lines(self.label_keys), _LABEL_KEYS, _LABEL_KEYS_LEN)
+        self._u32(_NLABELS, len(self.label_keys))
+        index = len(self.label_keys) - 1
+        self._write_label_column(index, np.arange(self.table.n))
+        self._write_label_values(index)
+        return index
+
+    def _label_ids(self, key: str, rows: npt.NDArray[np.intp]) -> npt.NDArray[np.int32]:
+        table = self.table
+        if key == NAME_FIELD:
+            ids: npt.NDArray[np.int32] = np.where(table.valid[rows], rows, -1).astype(np.int32)
+            return ids
+        column = table.label_index.get(key)
+        if column is None:
+            return np.full(len(rows), -1, np.int32)
+        return column.ids[rows]
+
+    def _write_label_column(self, index: int, rows: npt.NDArray[np.intp]) -> None:
+        c = self.capacity
+        ptr = self._labels_ptr + 4 * index * c
+        col = self.instance.memory()[ptr: ptr + 4 * c].view(np.int32)
+        col[rows] = self._label_ids(self.label_keys[index], rows)
+
+    def _write_label_values(self, index: int) -> None:
+        key = self.label_keys[index]
+        if key == NAME_FIELD:
+            values = list(self.table.names[: self.table.n])
+        else:
+            column = self.table.label_index.get(key)
+            values = [""] * (len(column.counts) if column is not None else 0)
+            if column is not None:
+                for value, i in column.ids_by_value.items():
+                    values[i] = value
+        ptr = self._set_text(f"values:{key}", _lines(values))
+        self._write(self._values_ptr + 8 * index, struct.pack("<II", ptr, len(_lines(values))))
+
+    def _write_names(self) -> None:
+        table = self.table
+        encoded = [name.encode() for name in table.names[: table.n]]
+        blob = b"".join(encoded)
+        base = self._set_text("node_names", blob)
+        pairs = np.zeros(2 * self.capacity, np.uint32)
+        offsets = np.cumsum([0] + [len(e) for e in encoded])[:-1] if encoded else np.zeros(0)
+        pairs[0: 2 * len(encoded): 2] = base + offsets
+        pairs[1: 2 * len(encoded): 2] = [len(e) for e in encoded]
+        self._write(self._names_ptr, pairs.tobytes())
+
+    def sync(self) -> None:
+        """Rewrite the rows changed since the last sync (all of them the first time)."""
+        table = self.table
+        if table.capacity > self.capacity:
+            raise Resize(f"node table grew to {table.capacity} rows")
+        if list(table.resources) != self.resources:
+            raise Resize("new resource columns")
+        n = table.n
+        if table.generation != self._seen:
+            rows = np.flatnonzero(table.row_generation[:n] > self._seen) if self._seen >= 0 \
+                else np.arange(n)
+            if len(rows):
+                self._write_rows(rows)
+            self._seen = table.generation
+        if table.label_generation != self._labels_seen:
+            for index in range(len(self.label_keys)):
+                self._write_label_values(index)
+            self._write_names()
+            self._labels_seen = table.label_generation
+        self._u32(_COUNT, n)
+        self._u32(_GENERATION, table.generation & 0xFFFFFFFF)
+
+    def _write_rows(self, rows: npt.NDArray[np.intp]) -> None:
+        table = self.table
+        r = len(self.resources)
+        self._i64_columns(self._alloc_ptr, r)[:, rows] = table.allocatable[rows, :r].T
+        self._i64_columns(self._req_ptr, r)[:, rows] = table.requested[rows, :r].T
+        flags = table.valid[rows].astype(np.uint8) * FLAG_PRESENT
+        flags |= table.unschedulable[rows].astype(np.uint8) * FLAG_UNSCHEDULABLE
+        for taint, mask in table.taint_index.items():
+            if taint.key in _NOT_READY_TAINTS:
+                flags |= mask[rows].astype(np.uint8) * FLAG_NOT_READY
+        mem = self.instance.memory()
+        mem[self._flags_ptr + rows] = flags
+        for index in range(len(self.label_keys)):
+            self._write_label_column(index, rows)
+
+    # -- per pod -------------------------------------------------------------------------------
+
+    def _requirement(self, term: int, req: NodeSelectorRequirement) -> bytes:
+        key = req.key
+        label = self._add_label_key(key)
+        op = _OPS[req.operator]
+        values: list[int] = []
+        if op in (0, 1):
+            if key == NAME_FIELD:
+                values = [self.table.slots.get(v, -1) for v in req.values]
+            else:
+                column = self.table.label_index.get(key)
+                values = [column.ids_by_value.get(v, -1) if column is not None else -1
+                          for v in req.values]
+        elif op in (4, 5):
+            try:
+                values = [int(req.values[0])]
+            except (ValueError, IndexError):
+                values = []
+        return struct.pack(f"<IIII{len(values)}q", term, label, op, len(values), *values)
+
+    def _pod_record(self, pod: PodInfo, request: IntArray) -> bytes:
+        r = len(self.resources)
+        reqs = [self._requirement(0, NodeSelectorRequirement(k, "In", (v,)))
+                for k, v in sorted(pod.node_selector.items())]
+        for t, term in enumerate(pod.required_terms, start=1):
+            reqs.extend(self._requirement(t, req) for req in term.match_expressions)
+            reqs.extend(self._requirement(t, NodeSelectorRequirement(
+                NAME_FIELD, req.operator, req.values)) for req in term.match_fields)
+        head_size = 72 + 8 * r
+        requirements = b"".join(reqs)
+        strings = [pod.namespace.encode(), pod.name.encode(),
+                   _lines([f"{k}={v}" for k, v in pod.labels.items()]),
+                   _lines([f"{k}={v}" for k, v in pod.annotations.items() if "\n" not in v])]
+        offset = head_size + len(requirements)
+        spans: list[int] = []
+        for s in strings:
+            spans.extend((offset, len(s)))
+            offset += len(s)
+        vec = request[:r] if len(request) >= r else np.pad(request, (0, r - len(request)))
+        head = struct.pack(f"<II{r}qqqiIII8I", offset, r, *vec.tolist(), pod.nonzero_cpu,
+                           pod.nonzero_memory, pod.priority, len(pod.required_terms), len(reqs),
+                           head_size, *spans)
+        return head + requirements + b"".join(strings)
+
+    def _write_pod(self, ctx: CycleContext) -> None:
+        record = self._pod_record(ctx.pod, ctx.request)
+        if len(record) > self._pod_cap:
+            self._pod_cap = max(1024, 2 * len(record))
+            self._u32(_POD, self._alloc(self._pod_cap))
+        self._write(self._read_u32(_POD), record)
+        self._u32(_POD_LEN, len(record))
+        n = self.table.n
+        untolerated = np.zeros(n, np.uint8)
+        for taint, mask in self.table.taint_index.items():
+            if taint.effect not in _DO_NOT_SCHEDULE:
+                continue
+            if any(t.tolerates(taint.key, taint.value, taint.effect) for t in ctx.pod.tolerations):
+                continue
+            untolerated |= mask[:n]
+        mem = self.instance.memory()
+        mem[self._taints_ptr: self._taints_ptr + n] = untolerated
+
+    def prepare(self, ctx: CycleContext) -> None:
+        """Bring the mirror and the pod record up to date for one stage call."""
+        if ctx.table is not self.table:
+            raise Resize("a different node table")
+        self._write_pod(ctx)  # may add label key columns, which sync then keeps current
+        self.sync()
+
+    def _call(self, export: str, stage: int) -> None:
+        self._u32(_STAGE, stage)
+        status = self.instance.call(export, self.ctx)
+        if status != 0:
+            self.instance.poisoned = True
+            raise CallError("return", f"{export} returned {status}")
+
+    def filter(self, ctx: CycleContext) -> FilterResult:
+        self.prepare(ctx)
+        n = self.table.n
+        ptr = self._verdicts_ptr
+        self.instance.memory()[ptr: ptr + 2 * n] = 0
+        self._call("wssp_filter", _STAGE_FILTER)
+        verdicts = self.instance.memory()[ptr: ptr + 2 * n].view(np.uint16).copy()
+        valid = self.table.valid[:n]
+        live = np.where(valid, verdicts, 0)
+        worst = int(live.max()) if n else 0
+        if worst > len(self.reasons):
+            self.instance.poisoned = True
+            row = int(np.argmax(live))
+            raise CallError("output", f"verdict {worst} for node {self.table.names[row]} is "
+                                      f"not a registered reason (the fragment registered "
+                                      f"{len(self.reasons)})")
+        passed: BoolArray = live == 0
+        reasons = []
+        for rid in np.unique(live[live > 0]).tolist():
+            reasons.append(Reason(self.reasons[rid - 1] or f"reason {rid}", live == rid))
+        return FilterResult(passed, reasons)
+
+    def score(self, ctx: CycleContext, feasible: BoolArray) -> IntArray:
+        self.prepare(ctx)
+        n = self.table.n
+        mem = self.instance.memory()
+        candidates = feasible[:n] & self.table.valid[:n]
+        mem[self._cand_ptr: self._cand_ptr + n] = candidates
+        mem[self._scores_ptr: self._scores_ptr + 8 * n] = 0
+        self._call("wssp_score", _STAGE_SCORE)
+        scores: IntArray = self.instance.memory()[
+            self._scores_ptr: self._scores_ptr + 8 * n].view(np.int64).copy()
+        scores[~candidates] = 0
+        bad = (scores < 0) | (scores > MAX_SCORE)
+        if bad.any():
+            self.instance.poisoned = True
+            row = int(np.argmax(bad))
+            raise CallError("output", f"score {int(scores[row])} for node "
+                                      f"{self.table.names[row]} is outside 0..{MAX_SCORE}")
+        return scores

@@ -1,0 +1,29 @@
+"""Errors of the fragment layer, each carrying what went wrong as attributes."""
+
+from __future__ import annotations
+
+__all__ = ["CallError", "FragmentError", "LoadError", "StorageError"]
+
+
+class FragmentError(Exception):
+    """Base of every fragment failure."""
+
+
+class LoadError(FragmentError):
+    """A module that cannot serve: invalid bytes, forbidden import, wrong or missing ABI marker,
+    missing export, too large, failed ``wssp_init``, unknown runtime."""
+
+
+class StorageError(FragmentError):
+    """A module that could not be fetched: unreachable storage, missing object, size or time
+    limit exceeded, sha256 mismatch, URL not allowed."""
+
+
+class CallError(FragmentError):
+    """One failed call into a fragment. ``kind`` is ``trap``, ``fuel``, ``timeout``, ``memory``,
+    ``return`` (non-zero result) or ``output`` (out-of-range verdict or score)."""
+
+    def __init__(self, kind: str, message: str) -> None:
+        super().__init__(message)
+        self.kind = kind
+        self.message = message

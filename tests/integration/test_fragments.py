@@ -1,0 +1,307 @@
+"""Fragments in the running scheduler, over real HTTPS against the embedded cluster: per-pod
+selection, missing fragments, version following, status, failure policies, hostile modules,
+shadow mode, and the packaged default."""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from kubernetes import client, config
+
+from pyscheduler.sim.cluster import ClusterSpec, PoolSpec
+from pyscheduler.sim.harness import BackgroundCluster
+from pyscheduler.wasm.resource import CRD_PATH, GROUP, PLURAL, VERSION
+from tests.conftest import SchedulerThread, wait_for
+
+wasmtime = pytest.importorskip("wasmtime")
+
+REPO = Path(__file__).resolve().parents[2]
+HOSTILE = REPO / "fragments" / "hostile"
+SCHEDULER = "frag-sched"
+NODES = 3
+
+
+def uniform_wat(*, verdict: int = 0, reason: str = "rejected", score: int = 50,
+                trap_in: str = "") -> str:
+    """A fragment answering the same for every node: ``verdict`` (0 feasible, 1 ``reason``)
+    and ``score``; ``trap_in`` names a stage that executes ``unreachable``."""
+    reason_bytes = reason.encode()
+    trap = {"filter": "", "score": ""}
+    if trap_in:
+        trap[trap_in] = "(unreachable)"
+    return f"""
+(module
+  (memory (export "memory") 2)
+  (global $heap (mut i32) (i32.const 4096))
+  (data (i32.const 16) "{reason}")
+  (func (export "wssp_abi_v1") (result i32) (i32.const 0))
+  (func (export "wssp_alloc") (param $size i32) (result i32)
+    (local $ptr i32) (local $end i32)
+    (local.set $ptr (i32.and (i32.add (global.get $heap) (i32.const 7)) (i32.const -8)))
+    (local.set $end (i32.add (local.get $ptr) (local.get $size)))
+    (if (i32.gt_u (local.get $end) (i32.mul (memory.size) (i32.const 65536)))
+      (then (if (i32.lt_s (memory.grow (i32.add (i32.shr_u (i32.sub (local.get $end)
+                  (i32.mul (memory.size) (i32.const 65536))) (i32.const 16)) (i32.const 1)))
+                (i32.const 0)) (then (return (i32.const 0))))))
+    (global.set $heap (local.get $end))
+    (local.get $ptr))
+  (func (export "wssp_init") (param $ctx i32) (param i32 i32) (result i32)
+    (i32.store offset=128 (local.get $ctx) (i32.const 16))
+    (i32.store offset=132 (local.get $ctx) (i32.const {len(reason_bytes)}))
+    (i32.const 0))
+  (func (export "wssp_filter") (param $ctx i32) (result i32)
+    (local $i i32)
+    {trap["filter"]}
+    (block $done (loop $rows
+      (br_if $done (i32.ge_u (local.get $i) (i32.load offset=8 (local.get $ctx))))
+      (i32.store16 (i32.add (i32.load offset=80 (local.get $ctx))
+                            (i32.shl (local.get $i) (i32.const 1))) (i32.const {verdict}))
+      (local.set $i (i32.add (local.get $i) (i32.const 1)))
+      (br $rows)))
+    (i32.const 0))
+  (func (export "wssp_score") (param $ctx i32) (result i32)
+    (local $i i32)
+    {trap["score"]}
+    (block $done (loop $rows
+      (br_if $done (i32.ge_u (local.get $i) (i32.load offset=8 (local.get $ctx))))
+      (i64.store (i32.add (i32.load offset=84 (local.get $ctx))
+                          (i32.shl (local.get $i) (i32.const 3))) (i64.const {score}))
+      (local.set $i (i32.add (local.get $i) (i32.const 1)))
+      (br $rows)))
+    (i32.const 0))
+)"""
+
+
+@pytest.fixture(scope="module")
+def sim(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BackgroundCluster]:
+    spec = ClusterSpec(pools=[PoolSpec(name="node", count=NODES, cpu="4", memory="8Gi")],
+                       pod_start_seconds=0.05, lease_renew_seconds=5)
+    with BackgroundCluster(spec, tmp_path_factory.mktemp("frag")) as c:
+        crd = yaml.safe_load(CRD_PATH.read_text())
+        api = client.ApiextensionsV1Api(config.new_client_from_config(
+            config_file=str(c.kubeconfig)))
+        api.create_custom_resource_definition(crd)
+        yield c
+
+
+@pytest.fixture(scope="module")
+def api(sim: BackgroundCluster) -> client.ApiClient:
+    return config.new_client_from_config(config_file=str(sim.kubeconfig))
+
+
+@pytest.fixture(scope="module")
+def core(api: client.ApiClient) -> client.CoreV1Api:
+    return client.CoreV1Api(api)
+
+
+@pytest.fixture(scope="module")
+def custom(api: client.ApiClient) -> client.CustomObjectsApi:
+    api_ = client.CustomObjectsApi(api)
+    wait_for(lambda: api_.list_cluster_custom_object(GROUP, VERSION, PLURAL) is not None,
+             what="the CRD to be served")
+    return api_
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("fragments")
+
+
+@pytest.fixture(scope="module")
+def scheduler(sim: BackgroundCluster, store: Path,
+              custom: client.CustomObjectsApi) -> Iterator[SchedulerThread]:
+    s = SchedulerThread(sim.kubeconfig, schedulerName=SCHEDULER,
+                        leaderElection={"enabled": False}, podInitialBackoffSeconds=0.2,
+                        podMaxBackoffSeconds=0.5, seed=1,
+                        storage={"allowedFileDirs": [str(store)]}).start()
+    yield s
+    s.stop()
+
+
+@pytest.fixture
+def ns(core: client.CoreV1Api, request: pytest.FixtureRequest) -> str:
+    name = "f-" + hashlib.sha1(request.node.name.encode()).hexdigest()[:8]
+    core.create_namespace({"metadata": {"name": name}})
+    return name
+
+
+def publish(custom: client.CustomObjectsApi, store: Path, resource: str, wasm: bytes,
+            **spec: Any) -> None:
+    path = store / f"{resource}.wasm"
+    path.write_bytes(wasm)
+    body = {"apiVersion": f"{GROUP}/{VERSION}", "kind": "WsspSchedulerConfiguration",
+            "metadata": {"name": resource},
+            "spec": {"url": f"file://{path}", "stages": {"filter": {"mode": "replace"},
+                                                         "score": {"mode": "replace"}},
+                     **spec}}
+    custom.create_cluster_custom_object(GROUP, VERSION, PLURAL, body)
+
+
+def status(custom: client.CustomObjectsApi, resource: str) -> dict[str, Any]:
+    obj = custom.get_cluster_custom_object(GROUP, VERSION, PLURAL, resource)
+    return dict(obj.get("status") or {})
+
+
+def make_pod(core: client.CoreV1Api, ns: str, name: str, fragment: str | None = None,
+             cpu: str = "100m") -> None:
+    meta: dict[str, Any] = {"name": name}
+    if fragment is not None:
+        meta["annotations"] = {"wssp/schedulefragment": fragment}
+    core.create_namespaced_pod(ns, {"metadata": meta, "spec": {
+        "schedulerName": SCHEDULER,
+        "containers": [{"name": "c", "image": "pause",
+                        "resources": {"requests": {"cpu": cpu, "memory": "64Mi"}}}]}})
+
+
+def node_of(core: client.CoreV1Api, ns: str, name: str) -> str | None:
+    node: str | None = core.read_namespaced_pod(name, ns).spec.node_name
+    return node
+
+
+def condition(core: client.CoreV1Api, ns: str, name: str) -> tuple[str, str] | None:
+    for c in core.read_namespaced_pod(name, ns).status.conditions or ():
+        if c.type == "PodScheduled" and c.status == "False":
+            return c.reason, c.message
+    return None
+
+
+def test_a_pod_selecting_a_fragment_is_placed_by_it(
+        scheduler: SchedulerThread, core: client.CoreV1Api, custom: client.CustomObjectsApi,
+        store: Path, ns: str) -> None:
+    publish(custom, store, "reject-all-v1.0.0",
+            wat_bytes(uniform_wat(verdict=1, reason="node(s) are not in the test tier")))
+    wait_for(lambda: status(custom, "reject-all-v1.0.0").get("phase") == "Ready",
+             what="the fragment to be Ready")
+    st = status(custom, "reject-all-v1.0.0")
+    digest = hashlib.sha256((store / "reject-all-v1.0.0.wasm").read_bytes()).hexdigest()
+    assert st["digest"] == digest and st["runtime"] == "wasmtime"
+    make_pod(core, ns, "picked", "reject-all-v1.0.0")
+    make_pod(core, ns, "plain")
+    wait_for(lambda: node_of(core, ns, "plain") is not None, what="the plain pod to bind")
+    wait_for(lambda: condition(core, ns, "picked") is not None, what="the condition")
+    assert condition(core, ns, "picked") == (
+        "Unschedulable", f"0/{NODES} nodes are available: {NODES} node(s) are not in the test "
+                         "tier.")
+    assert node_of(core, ns, "picked") is None
+
+
+def test_a_missing_fragment_makes_the_pod_wait_until_it_is_ready(
+        scheduler: SchedulerThread, core: client.CoreV1Api, custom: client.CustomObjectsApi,
+        store: Path, ns: str) -> None:
+    make_pod(core, ns, "waiting", "late-v1.0.0")
+    wait_for(lambda: condition(core, ns, "waiting") is not None, what="the condition")
+    reason, message = condition(core, ns, "waiting")  # type: ignore[misc]
+    assert message == 'fragment "late-v1.0.0" not found'
+    publish(custom, store, "late-v1.0.0", wat_bytes(uniform_wat(score=10)))
+    wait_for(lambda: node_of(core, ns, "waiting") is not None, timeout=15,
+             what="the pod to bind once the fragment is Ready")
+
+
+def test_a_name_without_version_follows_the_newest_ready_version(
+        scheduler: SchedulerThread, core: client.CoreV1Api, custom: client.CustomObjectsApi,
+        store: Path, ns: str) -> None:
+    publish(custom, store, "picky-v1.0.0", wat_bytes(uniform_wat(verdict=1, reason="v1 says no")))
+    wait_for(lambda: status(custom, "picky-v1.0.0").get("phase") == "Ready", what="v1 Ready")
+    make_pod(core, ns, "follower", "picky")
+    wait_for(lambda: condition(core, ns, "follower") is not None, what="the condition")
+    assert "v1 says no" in condition(core, ns, "follower")[1]  # type: ignore[index]
+    publish(custom, store, "picky-v1.10.0", wat_bytes(uniform_wat()))
+    publish(custom, store, "picky-v1.9.0", wat_bytes(uniform_wat(verdict=1, reason="v1.9 no")))
+    wait_for(lambda: node_of(core, ns, "follower") is not None, timeout=15,
+             what="the pod to follow v1.10.0 and bind")
+
+
+def test_bad_resources_report_what_is_wrong_in_their_status(
+        scheduler: SchedulerThread, custom: client.CustomObjectsApi, store: Path) -> None:
+    publish(custom, store, "badsha-v1.0.0", wat_bytes(uniform_wat()), sha256="0" * 64)
+    publish(custom, store, "garbage-v1.0.0", b"\x00asm garbage")
+    publish(custom, store, "wasi-v1.0.0", (HOSTILE / "wasi-import.wasm").read_bytes())
+    publish(custom, store, "v2abi-v1.0.0", (HOSTILE / "abi-v2.wasm").read_bytes())
+    body = {"apiVersion": f"{GROUP}/{VERSION}", "kind": "WsspSchedulerConfiguration",
+            "metadata": {"name": "outside-v1.0.0"},
+            "spec": {"url": "file:///etc/passwd", "stages": {"filter": {"mode": "replace"}}}}
+    custom.create_cluster_custom_object(GROUP, VERSION, PLURAL, body)
+    expected = {"badsha-v1.0.0": "sha256 mismatch", "garbage-v1.0.0": "WebAssembly",
+                "wasi-v1.0.0": "wasi_snapshot_preview1", "v2abi-v1.0.0": "ABI v2",
+                "outside-v1.0.0": "/etc/passwd"}
+    for resource, text in expected.items():
+        wait_for(lambda r=resource: status(custom, r).get("phase") == "Failed",  # type: ignore
+                 what=f"{resource} to fail")
+        st = status(custom, resource)
+        assert text in st["message"], (resource, st["message"])
+        ready = [c for c in st["conditions"] if c["type"] == "Ready"]
+        assert ready and ready[0]["status"] == "False"
+
+
+@pytest.mark.parametrize(("policy", "binds"), [("Fail", False), ("Ignore", True),
+                                                ("Default", True)])
+def test_failure_policy_decides_what_a_trapping_fragment_means(
+        scheduler: SchedulerThread, core: client.CoreV1Api, custom: client.CustomObjectsApi,
+        store: Path, ns: str, policy: str, binds: bool) -> None:
+    resource = f"trap-{policy.lower()}-v1.0.0"
+    publish(custom, store, resource, wat_bytes(uniform_wat(trap_in="filter")),
+            failurePolicy=policy)
+    wait_for(lambda: status(custom, resource).get("phase") == "Ready", what="Ready")
+    make_pod(core, ns, "victim", resource)
+    make_pod(core, ns, "bystander")
+    wait_for(lambda: node_of(core, ns, "bystander") is not None, what="others keep going")
+    if binds:
+        wait_for(lambda: node_of(core, ns, "victim") is not None, what="the pod to bind")
+    else:
+        wait_for(lambda: condition(core, ns, "victim") is not None, what="the condition")
+        message = condition(core, ns, "victim")[1]  # type: ignore[index]
+        assert message.startswith(f'fragment "{resource}" failed in filter: trap')
+
+
+@pytest.mark.parametrize("module", ["infinite-loop", "memory-bomb", "deep-recursion",
+                                    "out-of-range", "filter-fails"])
+def test_hostile_modules_are_contained(
+        scheduler: SchedulerThread, core: client.CoreV1Api, custom: client.CustomObjectsApi,
+        store: Path, ns: str, module: str) -> None:
+    resource = f"hostile-{module}-v1.0.0"
+    publish(custom, store, resource, (HOSTILE / f"{module}.wasm").read_bytes(),
+            limits={"fuel": 50_000_000, "timeoutMilliseconds": 200, "memoryMiB": 16},
+            failurePolicy="Fail")
+    wait_for(lambda: status(custom, resource).get("phase") in ("Ready", "Failed"),
+             what="the load to finish")
+    make_pod(core, ns, "victim", resource)
+    make_pod(core, ns, "bystander")
+    wait_for(lambda: node_of(core, ns, "bystander") is not None, what="others keep going")
+    wait_for(lambda: condition(core, ns, "victim") is not None, what="the condition")
+    message = condition(core, ns, "victim")[1]  # type: ignore[index]
+    assert resource in message and node_of(core, ns, "victim") is None
+
+
+def test_shadow_versions_decide_nothing_and_count_disagreements(
+        scheduler: SchedulerThread, core: client.CoreV1Api, custom: client.CustomObjectsApi,
+        store: Path, ns: str) -> None:
+    publish(custom, store, "canary-v2.0.0", wat_bytes(uniform_wat(verdict=1, reason="nope")),
+            shadow=True)
+    wait_for(lambda: status(custom, "canary-v2.0.0").get("phase") == "Ready", what="Ready")
+    make_pod(core, ns, "observed", "canary")
+    wait_for(lambda: node_of(core, ns, "observed") is not None,
+             what="the pod to bind by the active logic")
+    metrics = scheduler.call(lambda: scheduler.app.metrics.registry)
+    value = metrics.get_sample_value("pyscheduler_fragment_shadow_disagreements_total",
+                                     {"fragment": "fragment:canary-v2.0.0", "kind": "feasible"})
+    assert value == 1.0
+
+
+def test_the_packaged_default_serves_pods_without_annotation(
+        scheduler: SchedulerThread, core: client.CoreV1Api, ns: str) -> None:
+    make_pod(core, ns, "default-logic")
+    wait_for(lambda: node_of(core, ns, "default-logic") is not None, what="the pod to bind")
+    registry = scheduler.call(lambda: scheduler.app.metrics.registry)
+    calls = registry.get_sample_value("pyscheduler_fragment_calls_total", {
+        "fragment": "default-v1.0.0", "stage": "filter", "result": "ok"})
+    assert calls is not None and calls >= 1
+
+
+def wat_bytes(text: str) -> bytes:
+    data: bytes = wasmtime.wat2wasm(text)
+    return data
