@@ -170,3 +170,48 @@ class SchedulerThread:
         finally:
             self.loop.call_soon_threadsafe(self.loop.stop)
             self.thread.join(10)
+
+
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+@pytest.fixture(scope="session")
+def moto_s3() -> Iterator[Any]:
+    """An S3-protocol server (moto) on loopback, as the storage configuration to reach it."""
+    import contextlib
+    import socket
+    import subprocess
+    import sys
+    import time
+
+    from pyscheduler.wasm.storage import StorageConfig
+
+    port = free_port()
+    proc = subprocess.Popen([sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p",
+                             str(port)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            if proc.poll() is not None:
+                raise RuntimeError(f"moto server exited: {proc.stderr.read().decode()[-2000:]}"
+                                   if proc.stderr else "moto server exited")
+            with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), 0.2):
+                break
+            if time.monotonic() > deadline:
+                raise RuntimeError("moto server did not start within 30 s")
+            time.sleep(0.05)
+        yield StorageConfig(endpoint=f"127.0.0.1:{port}", access_key="testing",
+                            secret_key="testing", region="us-east-1", timeout_seconds=5.0)
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(10)

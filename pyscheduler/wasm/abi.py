@@ -16,6 +16,7 @@ instance that trapped is never called again.
 from __future__ import annotations
 
 import struct
+import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -113,6 +114,10 @@ class Guest:
     def __init__(self, module: Module, config: Mapping[str, Any] | None, table: NodeTable, *,
                  log: LogFn | None = None, label_capacity: int = 16) -> None:
         self.instance: Instance = module.instantiate(log)
+        self.mem = self.instance.memory()
+        self._views: _Views | None = None
+        self._last_pod: CycleContext | None = None
+        self._taints_written = True  # the buffer is fresh: treat it as needing a write
         self.table = table
         self.capacity = max(table.capacity, 64)
         self.resources = list(table.resources)
@@ -120,6 +125,11 @@ class Guest:
         self._labels_seen = -1
         self._names_seen = -1
         self._pod_cap = 0
+        self._pod_ptr = 0
+        self._head = struct.Struct(f"<II{len(table.resources)}qqqiIII8I")
+        self._requirements_cache: dict[tuple[Any, ...], tuple[bytes, int]] = {}
+        self.guest_seconds = 0.0  # time inside the guest's stage calls (the rest is host work)
+        self.guest_calls = 0
         self._text_bufs: dict[str, tuple[int, int]] = {}  # buffer name -> (ptr, capacity)
         ctx = self.ctx = self._alloc(CTX_SIZE)
         names = _lines(self.resources)
@@ -136,6 +146,8 @@ class Guest:
             status = self.instance.call("wssp_init", ctx, config_ptr, len(config_text))
         except CallError as exc:
             raise LoadError(f"wssp_init failed: {exc.message}") from None
+        finally:
+            self._refresh()
         if status != 0:
             raise LoadError(f"wssp_init returned {status} (the fragment refused its config)")
         self.reasons = _split_lines(self._read_text(_REASONS, _REASONS_LEN, "reasons"))
@@ -162,7 +174,7 @@ class Guest:
                            (_VERDICTS, self._verdicts_ptr), (_SCORES, self._scores_ptr)):
             self._u32(field, ptr)
         self._u32(_LABEL_CAP, self.label_capacity)
-        mem = self.instance.memory()
+        mem = self.mem
         mem[self._labels_ptr: self._labels_ptr + 4 * self.label_capacity * c] = 0xFF  # all -1
         for key in wanted:
             self._add_label_key(key)
@@ -170,23 +182,39 @@ class Guest:
 
     # -- raw memory ----------------------------------------------------------------------------
 
+    def _refresh(self) -> None:
+        """Re-take the view of guest memory after a guest call, if the call grew it (only
+        growing can move a linear memory)."""
+        if self.instance.memory_size() != len(self.mem):
+            self.mem = self.instance.memory()
+            self._views = None
+
+    def _typed(self) -> _Views:
+        views = self._views
+        if views is None:
+            views = self._views = _Views(self)
+        return views
+
     def _alloc(self, size: int) -> int:
-        ptr = self.instance.call("wssp_alloc", size)
+        try:
+            ptr = self.instance.call("wssp_alloc", size)
+        finally:
+            self._refresh()
         if ptr <= 0 or ptr % 8 or ptr + size > self.instance.memory_size():
             raise LoadError(f"wssp_alloc({size}) returned {ptr}: the fragment is out of memory "
                             "or its allocator is broken")
         return ptr
 
     def _u32(self, offset: int, value: int) -> None:
-        self.instance.memory()[self.ctx + offset: self.ctx + offset + 4] = np.frombuffer(
+        self.mem[self.ctx + offset: self.ctx + offset + 4] = np.frombuffer(
             struct.pack("<I", value), np.uint8)
 
     def _read_u32(self, offset: int) -> int:
-        mem = self.instance.memory()
+        mem = self.mem
         return int(mem[self.ctx + offset: self.ctx + offset + 4].view(np.uint32)[0])
 
     def _write(self, ptr: int, data: bytes) -> None:
-        self.instance.memory()[ptr: ptr + len(data)] = np.frombuffer(data, np.uint8)
+        self.mem[ptr: ptr + len(data)] = np.frombuffer(data, np.uint8)
 
     def _read_text(self, ptr_field: int, len_field: int, what: str) -> bytes:
         ptr, length = self._read_u32(ptr_field), self._read_u32(len_field)
@@ -196,7 +224,7 @@ class Guest:
         if ptr + length > size:
             raise LoadError(f"context field {what} points outside guest memory "
                             f"({ptr}+{length} > {size})")
-        return bytes(self.instance.memory()[ptr: ptr + length])
+        return bytes(self.mem[ptr: ptr + length])
 
     def _set_text(self, name: str, data: bytes, ptr_field: int | None = None,
                   len_field: int | None = None) -> int:
@@ -214,7 +242,7 @@ class Guest:
 
     def _i64_columns(self, ptr: int, rows: int) -> npt.NDArray[np.int64]:
         c = self.capacity
-        mem = self.instance.memory()
+        mem = self.mem
         return mem[ptr: ptr + 8 * rows * c].view(np.int64).reshape(rows, c)
 
     # -- the resident table --------------------------------------------------------------------
@@ -245,7 +273,7 @@ class Guest:
     def _write_label_column(self, index: int, rows: npt.NDArray[np.intp]) -> None:
         c = self.capacity
         ptr = self._labels_ptr + 4 * index * c
-        col = self.instance.memory()[ptr: ptr + 4 * c].view(np.int32)
+        col = self.mem[ptr: ptr + 4 * c].view(np.int32)
         col[rows] = self._label_ids(self.label_keys[index], rows)
 
     def _write_label_values(self, index: int) -> None:
@@ -277,13 +305,16 @@ class Guest:
         table = self.table
         if table.capacity > self.capacity:
             raise Resize(f"node table grew to {table.capacity} rows")
-        if list(table.resources) != self.resources:
+        if len(table.resources) != len(self.resources):
             raise Resize("new resource columns")
         n = table.n
         if table.generation != self._seen:
             rows = np.flatnonzero(table.row_generation[:n] > self._seen) if self._seen >= 0 \
                 else np.arange(n)
-            if len(rows):
+            if 0 < len(rows) <= 8:
+                for slot in rows.tolist():
+                    self._write_row(slot)
+            elif len(rows):
                 self._write_rows(rows)
             self._seen = table.generation
         if table.label_generation != self._labels_seen:
@@ -291,8 +322,29 @@ class Guest:
                 self._write_label_values(index)
             self._write_names()
             self._labels_seen = table.label_generation
-        self._u32(_COUNT, n)
-        self._u32(_GENERATION, table.generation & 0xFFFFFFFF)
+        header = self._typed().header
+        header[_COUNT // 4] = n
+        header[_GENERATION // 4] = table.generation & 0xFFFFFFFF
+
+    def _write_row(self, slot: int) -> None:
+        """One changed row (the usual case: a pod was assumed or bound)."""
+        table = self.table
+        views = self._typed()
+        r = len(self.resources)
+        views.allocatable[:, slot] = table.allocatable[slot, :r]
+        views.requested[:, slot] = table.requested[slot, :r]
+        flags = (FLAG_PRESENT if table.valid[slot] else 0) | (
+            FLAG_UNSCHEDULABLE if table.unschedulable[slot] else 0)
+        info = table.infos[slot]
+        if info is not None and any(t.key in _NOT_READY_TAINTS for t in info.taints):
+            flags |= FLAG_NOT_READY
+        views.flags[slot] = flags
+        for index, key in enumerate(self.label_keys):
+            if key == NAME_FIELD:
+                views.labels[index, slot] = slot if table.valid[slot] else -1
+            else:
+                column = table.label_index.get(key)
+                views.labels[index, slot] = column.ids[slot] if column is not None else -1
 
     def _write_rows(self, rows: npt.NDArray[np.intp]) -> None:
         table = self.table
@@ -304,7 +356,7 @@ class Guest:
         for taint, mask in table.taint_index.items():
             if taint.key in _NOT_READY_TAINTS:
                 flags |= mask[rows].astype(np.uint8) * FLAG_NOT_READY
-        mem = self.instance.memory()
+        mem = self.mem
         mem[self._flags_ptr + rows] = flags
         for index in range(len(self.label_keys)):
             self._write_label_column(index, rows)
@@ -330,16 +382,29 @@ class Guest:
                 values = []
         return struct.pack(f"<IIII{len(values)}q", term, label, op, len(values), *values)
 
-    def _pod_record(self, pod: PodInfo, request: IntArray) -> bytes:
-        r = len(self.resources)
+    def _requirements(self, pod: PodInfo) -> tuple[bytes, int]:
+        """The encoded node requirements of ``pod`` and their count, remembered per selector
+        (pods of one template share them) until node labels change."""
+        key = (tuple(sorted(pod.node_selector.items())), pod.required_terms,
+               self.table.label_generation)
+        cached = self._requirements_cache.get(key)
+        if cached is not None:
+            return cached
         reqs = [self._requirement(0, NodeSelectorRequirement(k, "In", (v,)))
-                for k, v in sorted(pod.node_selector.items())]
+                for k, v in key[0]]
         for t, term in enumerate(pod.required_terms, start=1):
             reqs.extend(self._requirement(t, req) for req in term.match_expressions)
             reqs.extend(self._requirement(t, NodeSelectorRequirement(
                 NAME_FIELD, req.operator, req.values)) for req in term.match_fields)
+        if len(self._requirements_cache) > 256:
+            self._requirements_cache.clear()
+        cached = self._requirements_cache[key] = (b"".join(reqs), len(reqs))
+        return cached
+
+    def _pod_record(self, pod: PodInfo, request: IntArray) -> bytes:
+        r = len(self.resources)
+        requirements, n_reqs = self._requirements(pod)
         head_size = 72 + 8 * r
-        requirements = b"".join(reqs)
         strings = [pod.namespace.encode(), pod.name.encode(),
                    _lines([f"{k}={v}" for k, v in pod.labels.items()]),
                    _lines([f"{k}={v}" for k, v in pod.annotations.items() if "\n" not in v])]
@@ -349,28 +414,38 @@ class Guest:
             spans.extend((offset, len(s)))
             offset += len(s)
         vec = request[:r] if len(request) >= r else np.pad(request, (0, r - len(request)))
-        head = struct.pack(f"<II{r}qqqiIII8I", offset, r, *vec.tolist(), pod.nonzero_cpu,
-                           pod.nonzero_memory, pod.priority, len(pod.required_terms), len(reqs),
-                           head_size, *spans)
+        head = self._head.pack(offset, r, *vec.tolist(), pod.nonzero_cpu, pod.nonzero_memory,
+                               pod.priority, len(pod.required_terms), n_reqs, head_size, *spans)
         return head + requirements + b"".join(strings)
 
     def _write_pod(self, ctx: CycleContext) -> None:
+        if ctx is self._last_pod and self._labels_seen == self.table.label_generation:
+            return  # the score call of the cycle whose filter call wrote it
+        self._last_pod = ctx
         record = self._pod_record(ctx.pod, ctx.request)
         if len(record) > self._pod_cap:
             self._pod_cap = max(1024, 2 * len(record))
-            self._u32(_POD, self._alloc(self._pod_cap))
-        self._write(self._read_u32(_POD), record)
-        self._u32(_POD_LEN, len(record))
+            self._pod_ptr = self._alloc(self._pod_cap)
+            self._u32(_POD, self._pod_ptr)
+        self._write(self._pod_ptr, record)
+        self._typed().header[_POD_LEN // 4] = len(record)
         n = self.table.n
-        untolerated = np.zeros(n, np.uint8)
+        untolerated: npt.NDArray[np.uint8] | None = None
         for taint, mask in self.table.taint_index.items():
             if taint.effect not in _DO_NOT_SCHEDULE:
                 continue
             if any(t.tolerates(taint.key, taint.value, taint.effect) for t in ctx.pod.tolerations):
                 continue
+            if untolerated is None:
+                untolerated = np.zeros(n, np.uint8)
             untolerated |= mask[:n]
-        mem = self.instance.memory()
-        mem[self._taints_ptr: self._taints_ptr + n] = untolerated
+        taints = self._typed().taints
+        if untolerated is not None:
+            taints[:n] = untolerated
+            self._taints_written = True
+        elif self._taints_written:  # all zero, and the buffer may hold the last pod's ones
+            taints[:n] = 0
+            self._taints_written = False
 
     def prepare(self, ctx: CycleContext) -> None:
         """Bring the mirror and the pod record up to date for one stage call."""
@@ -380,8 +455,14 @@ class Guest:
         self.sync()
 
     def _call(self, export: str, stage: int) -> None:
-        self._u32(_STAGE, stage)
-        status = self.instance.call(export, self.ctx)
+        self._typed().header[_STAGE // 4] = stage
+        start = time.perf_counter()
+        try:
+            status = self.instance.call(export, self.ctx)
+        finally:
+            self.guest_seconds += time.perf_counter() - start
+            self.guest_calls += 1
+            self._refresh()
         if status != 0:
             self.instance.poisoned = True
             raise CallError("return", f"{export} returned {status}")
@@ -389,13 +470,14 @@ class Guest:
     def filter(self, ctx: CycleContext) -> FilterResult:
         self.prepare(ctx)
         n = self.table.n
-        ptr = self._verdicts_ptr
-        self.instance.memory()[ptr: ptr + 2 * n] = 0
+        self._typed().verdicts[:n] = 0
         self._call("wssp_filter", _STAGE_FILTER)
-        verdicts = self.instance.memory()[ptr: ptr + 2 * n].view(np.uint16).copy()
+        verdicts = self._typed().verdicts[:n]
         valid = self.table.valid[:n]
+        if not n or not verdicts.any():
+            return FilterResult(valid.copy(), [])  # the usual answer: every node passes
         live = np.where(valid, verdicts, 0)
-        worst = int(live.max()) if n else 0
+        worst = int(live.max())
         if worst > len(self.reasons):
             self.instance.poisoned = True
             row = int(np.argmax(live))
@@ -411,18 +493,38 @@ class Guest:
     def score(self, ctx: CycleContext, feasible: BoolArray) -> IntArray:
         self.prepare(ctx)
         n = self.table.n
-        mem = self.instance.memory()
         candidates = feasible[:n] & self.table.valid[:n]
-        mem[self._cand_ptr: self._cand_ptr + n] = candidates
-        mem[self._scores_ptr: self._scores_ptr + 8 * n] = 0
+        self._typed().candidates[:n] = candidates.view(np.uint8)
         self._call("wssp_score", _STAGE_SCORE)
-        scores: IntArray = self.instance.memory()[
-            self._scores_ptr: self._scores_ptr + 8 * n].view(np.int64).copy()
-        scores[~candidates] = 0
-        bad = (scores < 0) | (scores > MAX_SCORE)
-        if bad.any():
+        scores: IntArray = np.where(candidates, self._typed().scores[:n], 0)
+        if n and (scores.min() < 0 or scores.max() > MAX_SCORE):
+            bad = (scores < 0) | (scores > MAX_SCORE)
             self.instance.poisoned = True
             row = int(np.argmax(bad))
             raise CallError("output", f"score {int(scores[row])} for node "
                                       f"{self.table.names[row]} is outside 0..{MAX_SCORE}")
         return scores
+
+
+class _Views:
+    """Typed numpy views of the guest buffers, valid until guest memory moves."""
+
+    __slots__ = ("header", "allocatable", "requested", "flags", "labels", "taints",
+                 "candidates", "verdicts", "scores")
+
+    def __init__(self, guest: Guest) -> None:
+        mem, c = guest.mem, guest.capacity
+        r = len(guest.resources)
+        self.header = mem[guest.ctx: guest.ctx + CTX_SIZE].view(np.uint32)
+        self.allocatable = mem[guest._alloc_ptr: guest._alloc_ptr + 8 * r * c] \
+            .view(np.int64).reshape(r, c)
+        self.requested = mem[guest._req_ptr: guest._req_ptr + 8 * r * c] \
+            .view(np.int64).reshape(r, c)
+        self.flags = mem[guest._flags_ptr: guest._flags_ptr + c]
+        cap = guest.label_capacity
+        self.labels = mem[guest._labels_ptr: guest._labels_ptr + 4 * cap * c] \
+            .view(np.int32).reshape(cap, c)
+        self.taints = mem[guest._taints_ptr: guest._taints_ptr + c]
+        self.candidates = mem[guest._cand_ptr: guest._cand_ptr + c]
+        self.verdicts = mem[guest._verdicts_ptr: guest._verdicts_ptr + 2 * c].view(np.uint16)
+        self.scores = mem[guest._scores_ptr: guest._scores_ptr + 8 * c].view(np.int64)

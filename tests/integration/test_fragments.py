@@ -4,6 +4,7 @@ shadow mode, and the packaged default."""
 
 from __future__ import annotations
 
+import collections
 import hashlib
 from collections.abc import Iterator
 from pathlib import Path
@@ -27,13 +28,16 @@ NODES = 3
 
 
 def uniform_wat(*, verdict: int = 0, reason: str = "rejected", score: int = 50,
-                trap_in: str = "") -> str:
+                trap_in: str = "", keep_parity: int | None = None) -> str:
     """A fragment answering the same for every node: ``verdict`` (0 feasible, 1 ``reason``)
-    and ``score``; ``trap_in`` names a stage that executes ``unreachable``."""
+    and ``score``; ``trap_in`` names a stage that executes ``unreachable``. With
+    ``keep_parity`` (0 or 1) only rows of that parity are feasible."""
     reason_bytes = reason.encode()
     trap = {"filter": "", "score": ""}
     if trap_in:
         trap[trap_in] = "(unreachable)"
+    verdict_expr = f"(i32.const {verdict})" if keep_parity is None else (
+        f"(i32.ne (i32.and (local.get $i) (i32.const 1)) (i32.const {keep_parity}))")
     return f"""
 (module
   (memory (export "memory") 2)
@@ -60,7 +64,7 @@ def uniform_wat(*, verdict: int = 0, reason: str = "rejected", score: int = 50,
     (block $done (loop $rows
       (br_if $done (i32.ge_u (local.get $i) (i32.load offset=8 (local.get $ctx))))
       (i32.store16 (i32.add (i32.load offset=80 (local.get $ctx))
-                            (i32.shl (local.get $i) (i32.const 1))) (i32.const {verdict}))
+                            (i32.shl (local.get $i) (i32.const 1))) {verdict_expr})
       (local.set $i (i32.add (local.get $i) (i32.const 1)))
       (br $rows)))
     (i32.const 0))
@@ -113,12 +117,15 @@ def store(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def scheduler(sim: BackgroundCluster, store: Path,
-              custom: client.CustomObjectsApi) -> Iterator[SchedulerThread]:
+def scheduler(sim: BackgroundCluster, store: Path, custom: client.CustomObjectsApi,
+              moto_s3: Any) -> Iterator[SchedulerThread]:
     s = SchedulerThread(sim.kubeconfig, schedulerName=SCHEDULER,
                         leaderElection={"enabled": False}, podInitialBackoffSeconds=0.2,
                         podMaxBackoffSeconds=0.5, seed=1,
-                        storage={"allowedFileDirs": [str(store)]}).start()
+                        storage={"allowedFileDirs": [str(store)], "endpoint": moto_s3.endpoint,
+                                 "accessKey": moto_s3.access_key,
+                                 "secretKey": moto_s3.secret_key,
+                                 "region": moto_s3.region}).start()
     yield s
     s.stop()
 
@@ -305,3 +312,99 @@ def test_the_packaged_default_serves_pods_without_annotation(
 def wat_bytes(text: str) -> bytes:
     data: bytes = wasmtime.wat2wasm(text)
     return data
+
+
+def test_hot_swap_while_a_thousand_pods_are_scheduled(tmp_path: Path) -> None:
+    """v1 keeps even rows, v2 odd rows; v2 is applied while 1000 pods following the name are
+    being created. Every pod is bound once, by one version, with no failed attempt."""
+    import concurrent.futures
+    import threading
+
+    spec = ClusterSpec(pools=[PoolSpec(name="node", count=24, cpu="64", memory="256Gi")],
+                       run_pods=False, lease_renew_seconds=5)
+    store = tmp_path / "store"
+    store.mkdir()
+    with BackgroundCluster(spec, tmp_path / "c") as c:
+        api = config.new_client_from_config(config_file=str(c.kubeconfig))
+        client.ApiextensionsV1Api(api).create_custom_resource_definition(
+            yaml.safe_load(CRD_PATH.read_text()))
+        custom = client.CustomObjectsApi(api)
+        core = client.CoreV1Api(api)
+        wait_for(lambda: custom.list_cluster_custom_object(GROUP, VERSION, PLURAL) is not None,
+                 what="the CRD")
+        core.create_namespace({"metadata": {"name": "swap"}})
+        s = SchedulerThread(c.kubeconfig, schedulerName=SCHEDULER,
+                            leaderElection={"enabled": False}, scheduleFragment=None,
+                            storage={"allowedFileDirs": [str(store)]}).start()
+        try:
+            publish(custom, store, "swap-v1.0.0", wat_bytes(uniform_wat(keep_parity=0)))
+            wait_for(lambda: status(custom, "swap-v1.0.0").get("phase") == "Ready",
+                     what="v1 Ready")
+            total = 1000
+            created = threading.Semaphore(0)
+
+            def create(i: int) -> None:
+                make_pod(core, "swap", f"p{i}", "swap", cpu="10m")
+                created.release()
+
+            with concurrent.futures.ThreadPoolExecutor(8) as pool:
+                futures = [pool.submit(create, i) for i in range(total)]
+                for _ in range(300):
+                    created.acquire()
+                publish(custom, store, "swap-v1.1.0", wat_bytes(uniform_wat(keep_parity=1)))
+                wait_for(lambda: status(custom, "swap-v1.1.0").get("phase") == "Ready",
+                         what="v2 Ready")
+                for f in futures:
+                    f.result()
+
+            def bound() -> int:
+                pods = core.list_namespaced_pod("swap").items
+                return sum(1 for p in pods if p.spec.node_name)
+            wait_for(lambda: bound() == total, timeout=60, what="every pod to bind")
+            slots = s.call(lambda: dict(s.app.scheduler.cache.table.slots))
+            registry = s.call(lambda: s.app.metrics.registry)
+            parity = collections.Counter(
+                slots[p.spec.node_name] % 2 for p in core.list_namespaced_pod("swap").items)
+
+            def calls(resource: str) -> float:
+                return registry.get_sample_value("pyscheduler_fragment_calls_total", {
+                    "fragment": resource, "stage": "filter", "result": "ok"}) or 0.0
+            v1, v2 = calls("swap-v1.0.0"), calls("swap-v1.1.0")
+            attempts = {r: registry.get_sample_value("scheduler_schedule_attempts_total", {
+                "result": r, "profile": SCHEDULER}) for r in ("scheduled", "unschedulable",
+                                                              "error")}
+        finally:
+            s.stop()
+    assert attempts == {"scheduled": total, "unschedulable": 0.0, "error": 0.0}
+    assert v1 + v2 == total and v1 >= 1 and v2 >= 1
+    assert parity == {0: v1, 1: v2}  # each pod where the version that scheduled it put it
+
+
+def test_published_to_s3_with_the_cli_and_served_from_there(
+        scheduler: SchedulerThread, sim: BackgroundCluster, core: client.CoreV1Api,
+        custom: client.CustomObjectsApi, moto_s3: Any, tmp_path: Path, ns: str) -> None:
+    import subprocess
+    import sys
+
+    module = tmp_path / "tier.wasm"
+    module.write_bytes(wat_bytes(uniform_wat(verdict=1, reason="node(s) are not gold")))
+    env = {"MINIO_ENDPOINT": moto_s3.endpoint, "MINIO_ACCESS_KEY": moto_s3.access_key,
+           "MINIO_SECRET_KEY": moto_s3.secret_key, "PATH": "/usr/bin:/bin"}
+    done = subprocess.run(
+        [sys.executable, "-m", "pyscheduler.cli", "fragment", "publish", str(module),
+         "--name", "tier", "--version", "2.0.0", "--kubeconfig", str(sim.kubeconfig),
+         "--score", "none"], capture_output=True, text=True, env=env, timeout=60)
+    assert done.returncode == 0, done.stderr
+    digest = hashlib.sha256(module.read_bytes()).hexdigest()
+    assert done.stdout.strip() == (f"tier-v2.0.0 created: s3://fragments/tier/tier-v2.0.0.wasm "
+                                   f"sha256 {digest}")
+    wait_for(lambda: status(custom, "tier-v2.0.0").get("phase") == "Ready", what="Ready")
+    make_pod(core, ns, "gold-only", "tier")
+    wait_for(lambda: condition(core, ns, "gold-only") is not None, what="the condition")
+    assert condition(core, ns, "gold-only")[1].endswith(  # type: ignore[index]
+        f"{NODES} node(s) are not gold.")
+    listed = subprocess.run(
+        [sys.executable, "-m", "pyscheduler.cli", "fragment", "list", "--kubeconfig",
+         str(sim.kubeconfig)], capture_output=True, text=True, timeout=60)
+    row = [line for line in listed.stdout.splitlines() if line.startswith("tier-v2.0.0")]
+    assert row and row[0].split()[1:3] == ["Ready", digest[:12]]

@@ -45,30 +45,8 @@ def failure(url: str, sha256: str | None, config: StorageConfig) -> tuple[str, f
 
 
 @pytest.fixture(scope="module")
-def s3() -> Iterator[StorageConfig]:
-    port = free_port()
-    proc = subprocess.Popen([sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p",
-                             str(port)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    try:
-        deadline = time.monotonic() + 30
-        while True:
-            if proc.poll() is not None:
-                raise RuntimeError(f"moto server exited: {proc.stderr.read().decode()[-2000:]}"
-                                   if proc.stderr else "moto server exited")
-            with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), 0.2):
-                break
-            if time.monotonic() > deadline:
-                raise RuntimeError("moto server did not start within 30 s")
-            time.sleep(0.05)
-        yield StorageConfig(endpoint=f"127.0.0.1:{port}", access_key="testing",
-                            secret_key="testing", region="us-east-1", timeout_seconds=5.0)
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(10)
+def s3(moto_s3: StorageConfig) -> StorageConfig:
+    return moto_s3
 
 
 def test_publish_then_fetch(s3: StorageConfig) -> None:
