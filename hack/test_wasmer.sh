@@ -49,4 +49,4 @@ fi
 
 # The point of this run is wasmer: fail, not skip, when it does not import.
 "$VENV/bin/python" -c 'import wasmer, wasmer_compiler_cranelift, wasmtime'
-exec "$VENV/bin/python" -m pytest -q tests/unit/wasm/test_vm.py tests/unit/wasm/test_meter.py "$@"
+exec "$VENV/bin/python" -m pytest -q tests/unit/wasm/test_vm.py tests/unit/wasm/test_meter.py tests/unit/wasm/test_abi.py "$@"

@@ -375,7 +375,13 @@ static inline wssp_str wssp_node_name(const wssp_ctx *ctx, wssp_u32 row) {
 
 /* 1 when the node has a NoSchedule/NoExecute taint this pod does not tolerate. */
 static inline int wssp_pod_taint(const wssp_ctx *ctx, wssp_u32 row) {
-    return WSSP_PTR(const wssp_u8, ctx->pod_taints)[row] != 0;
+    return (WSSP_PTR(const wssp_u8, ctx->pod_taints)[row] & 1u) != 0;
+}
+
+/* 1 when the node is cordoned and this pod does not tolerate
+ * node.kubernetes.io/unschedulable:NoSchedule (kube's NodeUnschedulable). */
+static inline int wssp_pod_cordoned(const wssp_ctx *ctx, wssp_u32 row) {
+    return (WSSP_PTR(const wssp_u8, ctx->pod_taints)[row] & 2u) != 0;
 }
 
 /* During wssp_score: 1 for the rows to score. */

@@ -92,7 +92,7 @@ static inline wssp_u32 wssp_default_fit(const wssp_ctx *ctx, wssp_u32 row) {
 /* The default rule's verdict for a present row: a reason id, or 0 when feasible. */
 static inline wssp_u32 wssp_default_verdict(const wssp_ctx *ctx, wssp_u32 row, int constrained) {
     const wssp_default_reasons *d = &wssp_default;
-    if (wssp_node_unschedulable(ctx, row)) return d->unschedulable;
+    if (wssp_pod_cordoned(ctx, row)) return d->unschedulable;
     if (wssp_pod_taint(ctx, row)) return d->taint;
     if (constrained && !wssp_node_matches(ctx, row)) return d->affinity;
     return wssp_default_fit(ctx, row);

@@ -54,6 +54,8 @@ _REASONS, _REASONS_LEN, _WANT_LABELS, _WANT_LABELS_LEN = 128, 132, 136, 140
 FLAG_PRESENT, FLAG_UNSCHEDULABLE, FLAG_NOT_READY = 1, 2, 4
 _NOT_READY_TAINTS = ("node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable")
 _DO_NOT_SCHEDULE = ("NoSchedule", "NoExecute")
+_CORDON_TAINT = "node.kubernetes.io/unschedulable"
+POD_TAINTED, POD_CORDONED = 1, 2
 _OPS = {"In": 0, "NotIn": 1, "Exists": 2, "DoesNotExist": 3, "Gt": 4, "Lt": 5}
 _STAGE_INIT, _STAGE_FILTER, _STAGE_SCORE = 0, 1, 2
 
@@ -431,14 +433,23 @@ class Guest:
         self._typed().header[_POD_LEN // 4] = len(record)
         n = self.table.n
         untolerated: npt.NDArray[np.uint8] | None = None
+        tolerations = ctx.pod.tolerations
         for taint, mask in self.table.taint_index.items():
             if taint.effect not in _DO_NOT_SCHEDULE:
                 continue
-            if any(t.tolerates(taint.key, taint.value, taint.effect) for t in ctx.pod.tolerations):
+            if any(t.tolerates(taint.key, taint.value, taint.effect) for t in tolerations):
                 continue
             if untolerated is None:
                 untolerated = np.zeros(n, np.uint8)
-            untolerated |= mask[:n]
+            untolerated |= mask[:n].view(np.uint8)
+        # kube's NodeUnschedulable: a cordoned node is fine for a pod tolerating the
+        # node.kubernetes.io/unschedulable:NoSchedule taint.
+        cordoned = self.table.unschedulable[:n]
+        if not any(t.tolerates(_CORDON_TAINT, "", "NoSchedule") for t in tolerations) \
+                and cordoned.any():
+            if untolerated is None:
+                untolerated = np.zeros(n, np.uint8)
+            untolerated |= cordoned.view(np.uint8) << 1
         taints = self._typed().taints
         if untolerated is not None:
             taints[:n] = untolerated

@@ -278,7 +278,8 @@ def _signed(value: int, bits: int) -> int:
 
 
 def _view(address: int, size: int, owner: object) -> Memory:
-    """A numpy view of ``size`` bytes at ``address`` that keeps ``owner`` alive."""
+    """A numpy view of ``size`` bytes at ``address`` that keeps ``owner`` alive (which must not
+    refer back to the view: numpy arrays take no part in cycle collection)."""
     if size == 0:
         return np.zeros(0, dtype=np.uint8)
     buffer = (ctypes.c_ubyte * size).from_address(address)
@@ -507,6 +508,7 @@ class _WasmtimeInstance(Instance):
         self._funcs: dict[str, _WasmtimeFunc] = {}
         self._context = store._context() if self._fast is not None else None
         self._memory_extern: Any = None
+        self._view: Memory | None = None     # reused while the size is unchanged
 
     def _func(self, name: str, sig: meter.FuncSig) -> _WasmtimeFunc:
         entry = self._funcs.get(name)
@@ -575,8 +577,10 @@ class _WasmtimeInstance(Instance):
     def memory(self) -> Memory:
         memory = self._memory()
         size = memory.data_len(self._store)
-        address = ctypes.addressof(memory.data_ptr(self._store).contents) if size else 0
-        return _view(address, size, self)
+        if self._view is None or len(self._view) != size:     # only growing moves a memory
+            address = ctypes.addressof(memory.data_ptr(self._store).contents) if size else 0
+            self._view = _view(address, size, (self._store, self._instance))
+        return self._view
 
     def memory_size(self) -> int:
         return int(self._memory().data_len(self._store))
@@ -713,7 +717,7 @@ class _WasmerModule(Module):
     def instantiate(self, log: LogCallback | None = None) -> Instance:
         state = _HostState(log)
         handle = self._owner.run(self._instantiate, state)
-        return _WasmerInstance(self, handle, state, self._owner.run(handle.memory_info))
+        return _WasmerInstance(self, handle, self._owner.run(handle.memory_info))
 
     def _instantiate(self, state: _HostState) -> _WasmerHandle:   # on the owner thread
         wasmer = self._runtime._wasmer
@@ -813,23 +817,35 @@ class _WasmerHandle:
         return CallError("trap", text)
 
 
+class _WasmerResources:
+    """The wasmer objects of one instance, shared by the instance and its memory views; when the
+    last of them lets go, the objects are handed to the owner thread to be dropped there."""
+
+    __slots__ = ("owner", "handle")
+
+    def __init__(self, owner: _Owner, handle: _WasmerHandle) -> None:
+        self.owner = owner
+        self.handle = handle
+
+    def __del__(self) -> None:
+        self.owner.release(self.handle)
+
+
 class _WasmerInstance(Instance):
-    def __init__(self, module: _WasmerModule, handle: _WasmerHandle, state: _HostState,
+    def __init__(self, module: _WasmerModule, handle: _WasmerHandle,
                  memory_info: tuple[int, int] | None) -> None:
         super().__init__(module)
         self._wmodule = module
         self._owner = module._owner
-        self._handle = handle
-        self._state = state
+        self._resources = _WasmerResources(module._owner, handle)
         # The memory's place and size, refreshed on the owner thread after every call, and
         # the view over it: memory() needs no trip to the owner thread.
         self._memory_info = memory_info
         self._view: Memory | None = None
 
-    def __del__(self) -> None:
-        owner = getattr(self, "_owner", None)
-        if owner is not None:
-            owner.release(self.__dict__.pop("_handle", None), self.__dict__.pop("_state", None))
+    @property
+    def _handle(self) -> _WasmerHandle:
+        return self._resources.handle
 
     def call(self, name: str, *args: int) -> int:
         sig = self._check_call(name, args)
@@ -868,7 +884,7 @@ class _WasmerInstance(Instance):
         if self._view is None:
             if self._memory_info is None:
                 raise LoadError("module exports no memory")
-            self._view = _view(*self._memory_info, self)
+            self._view = _view(*self._memory_info, self._resources)
         return self._view
 
     def memory_size(self) -> int:

@@ -378,7 +378,13 @@ export class Context {
 
   /** The node has a NoSchedule/NoExecute taint the pod does not tolerate. */
   @inline podTaint(row: u32): bool {
-    return load<u8>(this.pod_taints + row) != 0;
+    return (load<u8>(this.pod_taints + row) & 1) != 0;
+  }
+
+  /** The node is cordoned and the pod does not tolerate
+   *  node.kubernetes.io/unschedulable:NoSchedule (kube's NodeUnschedulable). */
+  @inline podCordoned(row: u32): bool {
+    return (load<u8>(this.pod_taints + row) & 2) != 0;
   }
 
   /** During wssp_score: the row is to be scored. */

@@ -24,6 +24,21 @@ wasmtime = pytest.importorskip("wasmtime")
 FIXTURES = Path(__file__).parent / "fixtures"
 
 
+@pytest.fixture(params=["wasmtime", "wasmer"], autouse=True)
+def runtime(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Every test on both runtimes (wasmer where it is installed: Python 3.10)."""
+    name: str = request.param
+    if name == "wasmer":
+        pytest.importorskip("wasmer")
+    original = Fragment.load.__func__  # type: ignore[attr-defined]
+
+    def load(cls: type[Fragment], wasm: bytes, **kwargs: object) -> Fragment:
+        kwargs.setdefault("runtime", name)
+        return original(cls, wasm, **kwargs)  # type: ignore[no-any-return]
+    monkeypatch.setattr(Fragment, "load", classmethod(load))
+    return name
+
+
 def wat(text: str) -> bytes:
     data: bytes = wasmtime.wat2wasm(text)
     return data

@@ -446,11 +446,6 @@ DIFF_SETTINGS = settings(max_examples=100, deadline=None,
                          suppress_health_check=[HealthCheck.too_slow])
 
 
-def tolerates_cordon(ctx: CycleContext) -> bool:
-    return any(t.tolerates("node.kubernetes.io/unschedulable", "", "NoSchedule")
-               for t in ctx.pod.tolerations)
-
-
 @DIFF_SETTINGS
 @given(scenarios(DEFAULT_FEATURES))
 def test_default_filter_agrees_with_the_builtin_plugins(s: Scenario) -> None:
@@ -460,18 +455,11 @@ def test_default_filter_agrees_with_the_builtin_plugins(s: Scenario) -> None:
     for ref in refs:
         slot = ctx.table.slots[ref.name]
         expected: str | set[str] | None = None
-        if ref.info.unschedulable:
-            # ABI v1 gives the guest the cordon flag but not the pod's tolerations: a pod that
-            # tolerates node.kubernetes.io/unschedulable passes NodeUnschedulable, not this rule.
-            cordon = builtin[0][0].passed
-            assert (cordon is not None and not cordon[slot]) or tolerates_cordon(ctx)
-            expected = UNSCHEDULABLE
-        else:
-            for result, message in builtin:
-                if result.passed is None or result.passed[slot]:
-                    continue
-                expected = message or {r.message for r in result.reasons if r.failed[slot]}
-                break
+        for result, message in builtin:
+            if result.passed is None or result.passed[slot]:
+                continue
+            expected = message or {r.message for r in result.reasons if r.failed[slot]}
+            break
         reasons = got[ref.name]
         if expected is None:
             assert reasons == [], ref.name

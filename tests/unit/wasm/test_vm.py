@@ -4,12 +4,14 @@ hack/test_wasmer.sh)."""
 
 from __future__ import annotations
 
+import gc
 import importlib.util
 import shutil
 import subprocess
 import tempfile
 import threading
 import time
+import weakref
 from pathlib import Path
 
 import numpy as np
@@ -344,6 +346,24 @@ def test_instances_are_independent(runtime: vm.Runtime) -> None:
     a.memory()[3000] = 5
     assert a.call("load", 3000) == 5
     assert b.call("load", 3000) == 0
+
+
+def test_discarded_instances_are_freed_and_views_outlive_them(runtime: vm.Runtime) -> None:
+    module = runtime.compile(GUEST, SMALL)
+    instance = module.instantiate()
+    instance.memory()
+    instance.call("nop")
+    instance.memory()
+    ref = weakref.ref(instance)
+    del instance
+    gc.collect()
+    assert ref() is None
+    instance = module.instantiate()
+    view = instance.memory()
+    del instance
+    gc.collect()
+    assert bytes(view[16:21]) == b"hello"       # the memory lives as long as a view of it
+    view[16] = 0
 
 
 def test_compile_call_and_view_from_other_threads(runtime: vm.Runtime) -> None:
