@@ -27,11 +27,28 @@ sleep 1
 k get pods -o wide
 k get events --field-selector involvedObject.name=pinned
 
+say "Fragment storage: an S3 server on loopback (the MinIO protocol) and the WsspSchedulerConfiguration CRD"
+s3port=$(python -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+python -m moto.server -H 127.0.0.1 -p "$s3port" >"$workdir/s3.log" 2>&1 &
+s3=$!
+trap 'kill $s3 $sim 2>/dev/null; wait $s3 $sim 2>/dev/null || true' EXIT
+export MINIO_ENDPOINT="127.0.0.1:$s3port" MINIO_ACCESS_KEY=demo MINIO_SECRET_KEY=demo-secret-key
+python - "$workdir/scheduler.yaml" <<'PY'
+import os, sys, yaml
+path = sys.argv[1]
+config = yaml.safe_load(open(path))
+config["storage"].update(endpoint=os.environ["MINIO_ENDPOINT"],
+                         accessKey=os.environ["MINIO_ACCESS_KEY"],
+                         secretKey=os.environ["MINIO_SECRET_KEY"])
+open(path, "w").write(yaml.safe_dump(config, sort_keys=False))
+PY
+k apply -f manifests/crd-wsspschedulerconfiguration.yaml
+
 say "pyscheduler runs next to it (pods choose it with spec.schedulerName: pyscheduler)"
 pyscheduler run --kubeconfig "$KUBECONFIG" --config "$workdir/scheduler.yaml" --log-format json \
   >"$workdir/scheduler.log" 2>&1 &
 sched=$!
-trap 'kill $sched $sim 2>/dev/null; wait $sched $sim 2>/dev/null || true' EXIT
+trap 'kill $sched $s3 $sim 2>/dev/null; wait $sched $s3 $sim 2>/dev/null || true' EXIT
 fetch() { python -c "import sys, urllib.request; sys.stdout.write(urllib.request.urlopen('$1', timeout=2).read().decode())"; }
 for _ in $(seq 100); do fetch http://127.0.0.1:10259/readyz >/dev/null 2>&1 && break; sleep 0.1; done
 echo "(scheduler log: $workdir/scheduler.log; metrics: http://127.0.0.1:10259/metrics)"
@@ -63,6 +80,53 @@ say "Controllers: scaling a Deployment down deletes pods in kube's order"
 k scale deployment web --replicas=3
 sleep 1.5
 k get pods -l app=web -o wide
+
+say "WebAssembly fragments: placement logic chosen per pod, published to object storage, hot-swapped"
+k label node general-0 general-1 cost-tier=spot
+k label node general-2 cost-tier=standard
+k label node general-3 cost-tier=premium
+tier='{"label": "cost-tier", "allowed": ["spot", "standard"], "preferred": "spot"}'
+kubectl --cache-dir "$cache" get nodes -o yaml >"$workdir/nodes.yaml"
+echo "\$ pyscheduler fragment test fragments/examples/cost-tier/cost-tier.wasm --cluster nodes.yaml --pods examples/tiered.yaml  (offline what-if)"
+python - "$workdir/pod.yaml" <<'PY'
+import sys, yaml
+d = yaml.safe_load(open("examples/tiered.yaml"))
+pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "tiered-example"},
+       "spec": d["spec"]["template"]["spec"]}
+open(sys.argv[1], "w").write(yaml.safe_dump(pod))
+PY
+pyscheduler fragment test fragments/examples/cost-tier/cost-tier.wasm --cluster "$workdir/nodes.yaml" \
+  --pods "$workdir/pod.yaml" --fragment-config "$tier"
+echo
+echo "\$ pyscheduler fragment publish fragments/examples/cost-tier/cost-tier.wasm --name cost-tier --version 1.0.0 --fragment-config '$tier'"
+pyscheduler fragment publish fragments/examples/cost-tier/cost-tier.wasm --name cost-tier \
+  --version 1.0.0 --fragment-config "$tier" --kubeconfig "$KUBECONFIG"
+for _ in $(seq 50); do
+  [ "$(kubectl --cache-dir "$cache" get wssp cost-tier-v1.0.0 -o jsonpath='{.status.phase}')" = Ready ] && break
+  sleep 0.1
+done
+k get wssp
+k apply -f examples/tiered.yaml
+sleep 2
+k get pods -l app=tiered -o 'custom-columns=POD:.metadata.name,NODE:.spec.nodeName'
+k get nodes -L cost-tier
+say "Version 1.1.0 prefers the standard tier: pods that name just 'cost-tier' follow it, no restart"
+tier2='{"label": "cost-tier", "allowed": ["spot", "standard"], "preferred": "standard"}'
+pyscheduler fragment publish fragments/examples/cost-tier/cost-tier.wasm --name cost-tier \
+  --version 1.1.0 --fragment-config "$tier2" --kubeconfig "$KUBECONFIG"
+for _ in $(seq 50); do
+  [ "$(kubectl --cache-dir "$cache" get wssp cost-tier-v1.1.0 -o jsonpath='{.status.phase}')" = Ready ] && break
+  sleep 0.1
+done
+k scale deployment tiered --replicas=6
+sleep 2
+k get pods -l app=tiered -o 'custom-columns=POD:.metadata.name,NODE:.spec.nodeName'
+echo "\$ pyscheduler fragment list"
+pyscheduler fragment list --kubeconfig "$KUBECONFIG"
+echo
+fetch http://127.0.0.1:10259/metrics | grep -E '^pyscheduler_fragment_(calls_total|info)' | grep -v 'result="ok"} 0' || true
+echo
+k delete -f examples/tiered.yaml --wait=false
 
 echo "== Scheduler metrics (kube-scheduler's names)"
 fetch http://127.0.0.1:10259/metrics | grep -E '^scheduler_schedule_attempts_total|^scheduler_pending_pods' || true
