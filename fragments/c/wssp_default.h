@@ -98,15 +98,69 @@ static inline wssp_u32 wssp_default_verdict(const wssp_ctx *ctx, wssp_u32 row, i
     return wssp_default_fit(ctx, row);
 }
 
-/* Write the default rule's verdict for every row. */
+/* Write the default rule's verdict for every row.
+ *
+ * The same checks as wssp_default_verdict, with everything that does not depend on the row
+ * read once before the loop: column base pointers and the pod's non-zero requests (the pointers
+ * are restrict-qualified so that the stores to the verdicts do not force the compiler to reload
+ * them on every row). */
+#define WSSP_DEFAULT_MAX_WANTED 16
 static inline void wssp_default_filter(wssp_ctx *ctx) {
-    wssp_u32 n = wssp_rows(ctx);
-    int constrained = wssp_pod_constrained(ctx);
+    const wssp_default_reasons *d = &wssp_default;
+    const wssp_u32 n = wssp_rows(ctx), cap = ctx->capacity, n_resources = ctx->n_resources;
+    const int constrained = wssp_pod_constrained(ctx);
+    const wssp_u8 *__restrict flags = WSSP_PTR(const wssp_u8, ctx->node_flags);
+    const wssp_u8 *__restrict taints = WSSP_PTR(const wssp_u8, ctx->pod_taints);
+    const wssp_i64 *__restrict alloc = WSSP_PTR(const wssp_i64, ctx->allocatable);
+    const wssp_i64 *__restrict used = WSSP_PTR(const wssp_i64, ctx->requested);
+    wssp_u16 *__restrict out = WSSP_PTR(wssp_u16, ctx->verdicts);
+    const wssp_i32 pods = d->col_pods;
+    const wssp_i64 *pods_alloc = pods >= 0 ? alloc + (wssp_u32)pods * cap : 0;
+    const wssp_i64 *pods_used = pods >= 0 ? used + (wssp_u32)pods * cap : 0;
+    const wssp_i64 *want_alloc[WSSP_DEFAULT_MAX_WANTED];
+    const wssp_i64 *want_used[WSSP_DEFAULT_MAX_WANTED];
+    wssp_i64 want[WSSP_DEFAULT_MAX_WANTED];
+    wssp_u16 want_reason[WSSP_DEFAULT_MAX_WANTED];
+    wssp_u32 n_want = 0;
+    for (wssp_u32 r = 0; r < n_resources; r++) {
+        wssp_i64 request = wssp_pod_request(ctx, (wssp_i32)r);
+        if ((wssp_i32)r == pods || request <= 0) continue;
+        if (n_want == WSSP_DEFAULT_MAX_WANTED) {
+            /* A pod asking for more resources than the fast path holds: row by row. */
+            for (wssp_u32 row = 0; row < n; row++)
+                out[row] = (wssp_u16)((flags[row] & WSSP_NODE_PRESENT)
+                                      ? wssp_default_verdict(ctx, row, constrained)
+                                      : d->unschedulable);
+            return;
+        }
+        want_alloc[n_want] = alloc + r * cap;
+        want_used[n_want] = used + r * cap;
+        want[n_want] = request;
+        want_reason[n_want] = (wssp_u16)(r < d->n_known ? d->insufficient[r]
+                                                         : d->insufficient_other);
+        n_want++;
+    }
     for (wssp_u32 row = 0; row < n; row++) {
+        wssp_u32 v = 0;
+        wssp_u8 t = taints[row];
         /* Absent rows are ignored by the host; they get a reason all the same. */
-        wssp_u32 v = wssp_node_present(ctx, row) ? wssp_default_verdict(ctx, row, constrained)
-                                                 : wssp_default.unschedulable;
-        wssp_set_verdict(ctx, row, v);
+        if (!(flags[row] & WSSP_NODE_PRESENT) || (t & 2u)) {
+            v = d->unschedulable;
+        } else if (t & 1u) {
+            v = d->taint;
+        } else if (constrained && !wssp_node_matches(ctx, row)) {
+            v = d->affinity;
+        } else if (pods_alloc && pods_used[row] >= pods_alloc[row]) {
+            v = d->too_many_pods;
+        } else {
+            for (wssp_u32 k = 0; k < n_want; k++) {
+                if (want[k] > want_alloc[k][row] - want_used[k][row]) {
+                    v = want_reason[k];
+                    break;
+                }
+            }
+        }
+        out[row] = (wssp_u16)v;
     }
 }
 

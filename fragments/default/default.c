@@ -31,25 +31,29 @@ WSSP_EXPORT("wssp_filter") int wssp_filter(wssp_ctx *ctx) {
     return 0;
 }
 
-static wssp_i64 free_memory(const wssp_ctx *ctx, wssp_u32 row, wssp_i64 request) {
-    wssp_i64 free = wssp_allocatable(ctx, col_memory, row) - wssp_requested(ctx, col_memory, row)
-                    - request;
-    return free > 0 ? free : 0;
-}
-
+/* MostFreeMemory: free = allocatable - requested - the pod's request (floored at 0); the
+ * candidate with the most free memory scores 100, the others in proportion. */
 WSSP_EXPORT("wssp_score") int wssp_score(wssp_ctx *ctx) {
-    wssp_u32 n = wssp_rows(ctx);
-    wssp_i64 request = wssp_pod_request(ctx, col_memory);
+    const wssp_u32 n = wssp_rows(ctx), cap = ctx->capacity;
+    const wssp_i64 request = wssp_pod_request(ctx, col_memory);
+    const wssp_u8 *__restrict candidate = WSSP_PTR(const wssp_u8, ctx->candidates);
+    const wssp_i64 *__restrict alloc = WSSP_PTR(const wssp_i64, ctx->allocatable);
+    const wssp_i64 *__restrict used = WSSP_PTR(const wssp_i64, ctx->requested);
+    wssp_i64 *__restrict out = WSSP_PTR(wssp_i64, ctx->scores);
+    if (col_memory >= 0) {
+        alloc += (wssp_u32)col_memory * cap;
+        used += (wssp_u32)col_memory * cap;
+    }
     wssp_i64 top = 0;
     for (wssp_u32 row = 0; row < n; row++) {
-        if (!wssp_candidate(ctx, row)) continue;
-        wssp_i64 free = free_memory(ctx, row, request);
-        if (free > top) top = free;
+        wssp_i64 free = col_memory >= 0 ? alloc[row] - used[row] - request : 0;
+        free = free > 0 ? free : 0;
+        out[row] = free;  /* kept for the second pass; overwritten with the score */
+        if (candidate[row] && free > top) top = free;
     }
     for (wssp_u32 row = 0; row < n; row++) {
-        if (!wssp_candidate(ctx, row)) continue;
-        wssp_i64 score = top > 0 ? free_memory(ctx, row, request) * WSSP_MAX_SCORE / top : 0;
-        wssp_set_score(ctx, row, score);
+        if (!candidate[row]) continue;
+        out[row] = top > 0 ? out[row] * WSSP_MAX_SCORE / top : 0;
     }
     return 0;
 }

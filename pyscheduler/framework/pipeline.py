@@ -279,8 +279,10 @@ class Pipeline:
         memo.feasible[rows] = feasible
         memo.score[rows] = score
 
-    def _incremental(self, ctx: CycleContext) -> ScheduleResult | None:
-        """The fast path; None when nothing fits (the caller reruns in full to diagnose)."""
+    def _incremental(self, ctx: CycleContext,
+                     override: StageOverride | None = None) -> ScheduleResult | None:
+        """The fast path; None when nothing fits (the caller reruns in full to diagnose).
+        ``override`` may only *extend* stages here (the built-ins still decide)."""
         t0 = time.perf_counter()
         memo = self._row_local(ctx)
         feasible = memo.feasible.copy()
@@ -288,6 +290,10 @@ class Pipeline:
             result = plugin.filter(ctx)
             if result.passed is not None:
                 feasible &= result.passed[: len(feasible)]
+        if override is not None and override.filter is not None:
+            extra = override.filter(ctx)
+            if extra is not None and extra.passed is not None:
+                feasible &= extra.passed[: len(feasible)]
         feasible = self._limit(feasible)
         count = int(feasible.sum())
         if count == 0:
@@ -301,6 +307,10 @@ class Pipeline:
         total = memo.score.copy()
         for scorer, weight in self._other_scores:
             total += scorer.score(ctx, feasible)[: len(total)] * weight
+        if override is not None and override.score is not None:
+            extra_scores = override.score(ctx, feasible)
+            if extra_scores is not None:
+                total += extra_scores[: len(total)] * override.score_weight
         slot = self._select(feasible, total)
         return ScheduleResult(ctx.table.names[slot], slot, outcome, total, None, count,
                               filter_seconds=t1 - t0, score_seconds=time.perf_counter() - t1)
@@ -390,8 +400,11 @@ class Pipeline:
     def schedule(self, ctx: CycleContext, override: StageOverride | None = None, *,
                  explain: bool = False, sample: bool = False) -> ScheduleResult:
         """One attempt. ``sample`` also times every plugin (for plugin metrics)."""
-        if self.incremental and override is None and not explain and not sample:
-            fast = self._incremental(ctx)
+        extends_only = override is None or (
+            (override.filter is None or override.filter_mode == "extend")
+            and (override.score is None or override.score_mode == "extend"))
+        if self.incremental and extends_only and not explain and not sample:
+            fast = self._incremental(ctx, override)
             if fast is not None:
                 return fast
         timings: dict[tuple[str, str], float] | None = {} if sample else None

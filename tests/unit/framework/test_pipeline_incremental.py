@@ -131,3 +131,45 @@ def test_per_row_filters_agree_with_the_vectorized_filters(
             result = f.filter(ctx)
             expected = result.passed.tolist() if result.passed is not None else [True] * ctx.n
             assert [f.filter_row(ctx, s) for s in range(ctx.n)] == expected, f.name
+
+
+def _extending_override() -> Any:
+    """An override that extends both stages: rejects odd rows of zone "b", prefers even rows."""
+    from pyscheduler.framework.interface import FilterResult
+    from pyscheduler.framework.pipeline import StageOverride
+
+    def extra_filter(ctx: CycleContext) -> FilterResult:
+        rows = np.arange(ctx.n)
+        zone_b = ctx.table.label_index["zone"]["b"][: ctx.n] if "zone" in \
+            ctx.table.label_index and "b" in ctx.table.label_index["zone"] \
+            else np.zeros(ctx.n, np.bool_)
+        return FilterResult.single(~(zone_b & (rows % 2 == 1)), "odd row in zone b")
+
+    def extra_score(ctx: CycleContext, feasible: Any) -> Any:
+        return np.where(np.arange(ctx.n) % 2 == 0, 40, 0).astype(np.int64)
+
+    return StageOverride("extra", filter=extra_filter, filter_mode="extend", score=extra_score,
+                         score_mode="extend", score_weight=2)
+
+
+@settings(max_examples=100, deadline=None)
+@given(nodes(), pods())
+def test_the_fast_path_with_an_extending_override_chooses_like_the_full_path(
+        node_objs: list[dict[str, Any]], pod_objs: list[dict[str, Any]]) -> None:
+    config = parse_config({}, "test")
+    caches = [Cache(), Cache()]
+    for cache in caches:
+        for n in node_objs:
+            cache.set_node(node_info(n))
+    full = Pipeline(build_profile(config), seed=5, incremental=False)
+    fast = Pipeline(build_profile(config), seed=5, incremental=True)
+    override = _extending_override()
+    for obj in pod_objs:
+        chosen = []
+        for cache, pipeline in zip(caches, (full, fast)):
+            pod = pod_info(obj)
+            result = pipeline.schedule(CycleContext.for_pod(pod, cache.table), override)
+            chosen.append(result.node)
+            if result.node is not None:
+                cache.assume(pod, result.node)
+        assert chosen[0] == chosen[1]
