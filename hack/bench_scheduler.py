@@ -203,7 +203,8 @@ async def _e2e(args: argparse.Namespace, workdir: Path, sched_pid: int, server_p
         ceiling = args.ceiling_pods / (time.monotonic() - tb)
         measured = len(bound_times) - args.initial
         return {
-            "scenario": f"e2e {args.nodes} nodes / {args.initial} initial / {args.pods} pods",
+            "scenario": f"e2e {args.nodes} nodes / {args.initial} initial / {args.pods} pods"
+                        f" (scheduleFragment {args.schedule_fragment})",
             "scheduled": measured,
             "pods_per_second": measured / elapsed if elapsed else 0.0,
             "throughput_samples": {"avg": statistics.mean(samples) if samples else 0.0,
@@ -232,7 +233,9 @@ def bench_e2e(args: argparse.Namespace) -> dict[str, Any]:
         port = 10300 + os.getpid() % 1000
         (workdir / "sched.yaml").write_text(yaml.safe_dump({
             "leaderElection": {"enabled": False}, "metricsAddress": f"127.0.0.1:{port}",
-            "logLevel": "warning"}))
+            "logLevel": "warning",
+            "scheduleFragment": None if args.schedule_fragment == "none"
+            else args.schedule_fragment}))
         env = {**os.environ, "PYTHONUNBUFFERED": "1"}
         sim = subprocess.Popen(
             [sys.executable, "-m", "pyscheduler.cli", "--log-level", "warning", "sim", "up",
@@ -286,6 +289,8 @@ def main() -> int:
     parser.add_argument("--concurrency", type=int, default=32)
     parser.add_argument("--ceiling-pods", type=int, default=5000)
     parser.add_argument("--json", type=Path, default=None)
+    parser.add_argument("--schedule-fragment", default="default:v1.0.0",
+                        help="the scheduler's scheduleFragment (none: the built-ins alone)")
     args = parser.parse_args()
     results = []
     if args.mode in ("algorithm", "all"):

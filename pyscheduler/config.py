@@ -238,6 +238,42 @@ class StorageSettings:
 
 
 @dataclass(frozen=True, slots=True)
+class VirtualPool:
+    name: str
+    platform: str
+    max_pods: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class VirtualNodesConfig:
+    """Cloud bursting: the pools (in fallback order) behind virtual nodes, and the cloud
+    adapter's endpoint. Off unless ``enabled``."""
+
+    enabled: bool = False
+    cloud_url: str = ""
+    cloud_token: str | None = None
+    cloud_timeout_seconds: float = 5.0
+    pools: tuple[VirtualPool, ...] = ()
+    heartbeat_seconds: float = 10.0
+    not_ready_after_seconds: float = 120.0
+    orphan_grace_seconds: float = 60.0
+    reconcile_seconds: float = 10.0
+
+
+@dataclass(frozen=True, slots=True)
+class RebalancerConfig:
+    """Moving virtual pods back to real nodes (used when virtual nodes are enabled)."""
+
+    enabled: bool = True
+    interval_seconds: float = 30.0
+    min_cloud_seconds: float = 60.0
+    max_moves_per_cycle: int = 10
+    max_moves_per_namespace: int = 5
+    ready_timeout_seconds: float = 120.0
+    dry_run: bool = False
+
+
+@dataclass(frozen=True, slots=True)
 class SchedulerConfig:
     """The whole scheduler configuration. Build it with :func:`load_config` or :func:`parse_config`."""
 
@@ -261,6 +297,8 @@ class SchedulerConfig:
     schedule_fragment: str | None = DEFAULT_SCHEDULE_FRAGMENT
     fragments: FragmentsConfig = field(default_factory=FragmentsConfig)
     storage: StorageSettings = field(default_factory=StorageSettings)
+    virtual_nodes: VirtualNodesConfig = field(default_factory=VirtualNodesConfig)
+    rebalancer: RebalancerConfig = field(default_factory=RebalancerConfig)
 
     @property
     def metrics_host(self) -> str:
@@ -457,8 +495,16 @@ _TOP_LEVEL_FIELDS: Final = (
     "schedulerName", "plugins", "scoringStrategy", "percentageOfNodesToScore", "leaderElection",
     "metricsAddress", "bindConcurrency", "bindTimeoutSeconds", "podInitialBackoffSeconds",
     "podMaxBackoffSeconds", "podMaxInUnschedulablePodsSeconds", "assumedPodTTLSeconds",
-    "logLevel", "seed", "scheduleFragment", "fragments", "storage",
+    "logLevel", "seed", "scheduleFragment", "fragments", "storage", "virtualNodes",
+    "rebalancer",
 )
+_REBALANCER_FIELDS: Final = ("enabled", "intervalSeconds", "minCloudSeconds",
+                             "maxMovesPerCycle", "maxMovesPerNamespace", "readyTimeoutSeconds",
+                             "dryRun")
+_VIRTUAL_FIELDS: Final = ("enabled", "cloudUrl", "cloudToken", "cloudTimeoutSeconds", "pools",
+                          "heartbeatSeconds", "notReadyAfterSeconds", "orphanGraceSeconds",
+                          "reconcileSeconds")
+_POOL_FIELDS: Final = ("name", "platform", "maxPods")
 _FRAGMENTS_FIELDS: Final = ("runtime", "fuel", "timeoutMilliseconds", "memoryMiB")
 _STORAGE_FIELDS: Final = ("endpoint", "accessKey", "secretKey", "secure", "region",
                           "credentialsSecret", "allowedFileDirs", "maxBytes", "timeoutSeconds")
@@ -623,9 +669,12 @@ class _Parser:
                                               f"null, got {_render(given)}")
         fragments = self.fragments(top.get("fragments", _MISSING))
         storage = self.storage(top.get("storage", _MISSING))
+        virtual = self.virtual_nodes(top.get("virtualNodes", _MISSING))
+        rebalancer = self.rebalancer(top.get("rebalancer", _MISSING))
 
         return SchedulerConfig(
             schedule_fragment=fragment, fragments=fragments, storage=storage,
+            virtual_nodes=virtual, rebalancer=rebalancer,
             scheduler_name=name, plugins=plugins, scoring_strategy=strategy,
             percentage_of_nodes_to_score=percentage, leader_election=election,
             metrics_address=address, bind_concurrency=concurrency,
@@ -686,6 +735,80 @@ class _Parser:
             secret_key=texts["secretKey"], secure=self.boolean(section, "secure", path, False),
             region=texts["region"], credentials_secret=secret, allowed_file_dirs=dirs,
             max_bytes=max_bytes, timeout_seconds=timeout)
+
+    def virtual_nodes(self, value: object) -> VirtualNodesConfig:
+        path = "virtualNodes"
+        section = {} if value is _MISSING else self.mapping(value, path, _VIRTUAL_FIELDS)
+        d = VirtualNodesConfig()
+        enabled = self.boolean(section, "enabled", path, False)
+        url = section.get("cloudUrl", "")
+        if not isinstance(url, str) or (url and not url.startswith(("http://", "https://"))):
+            self.fail(_join(path, "cloudUrl"), f"must be an http(s) URL, got {_render(url)}")
+            url = ""
+        if enabled and not url:
+            self.fail(_join(path, "cloudUrl"), "is required when virtualNodes.enabled is true")
+        token = section.get("cloudToken")
+        if token is not None and not isinstance(token, str):
+            self.fail(_join(path, "cloudToken"), f"must be a string, got {_render(token)}")
+            token = None
+        timeout, _ = self.seconds(section, "cloudTimeoutSeconds", path, d.cloud_timeout_seconds)
+        pools: list[VirtualPool] = []
+        given = section.get("pools", [])
+        if not isinstance(given, list):
+            self.fail(_join(path, "pools"), f"must be a list, got {_render(given)}")
+            given = []
+        seen: set[str] = set()
+        for i, item in enumerate(given):
+            ppath = f"{path}.pools[{i}]"
+            entry = self.mapping(item, ppath, _POOL_FIELDS)
+            name = self.dns_name(entry, "name", ppath, "", label=True)
+            platform = entry.get("platform")
+            if not name:
+                self.fail(_join(ppath, "name"), "is required")
+            elif name in seen:
+                self.fail(_join(ppath, "name"), f'duplicate pool "{name}"')
+            seen.add(name)
+            if not isinstance(platform, str) or not platform:
+                self.fail(_join(ppath, "platform"),
+                          f"must be a non-empty string, got {_render(platform)}")
+                platform = ""
+            max_pods = entry.get("maxPods")
+            if max_pods is not None and not (_is_int(max_pods) and max_pods >= 0):
+                self.fail(_join(ppath, "maxPods"),
+                          f"must be a non-negative integer or null, got {_render(max_pods)}")
+                max_pods = None
+            pools.append(VirtualPool(name, str(platform), max_pods))
+        if enabled and not pools:
+            self.fail(_join(path, "pools"), "needs at least one pool when enabled")
+        return VirtualNodesConfig(
+            enabled=enabled, cloud_url=str(url), cloud_token=token,
+            cloud_timeout_seconds=timeout, pools=tuple(pools),
+            heartbeat_seconds=self.seconds(section, "heartbeatSeconds", path,
+                                           d.heartbeat_seconds)[0],
+            not_ready_after_seconds=self.seconds(section, "notReadyAfterSeconds", path,
+                                                 d.not_ready_after_seconds)[0],
+            orphan_grace_seconds=self.seconds(section, "orphanGraceSeconds", path,
+                                              d.orphan_grace_seconds)[0],
+            reconcile_seconds=self.seconds(section, "reconcileSeconds", path,
+                                           d.reconcile_seconds)[0])
+
+    def rebalancer(self, value: object) -> RebalancerConfig:
+        path = "rebalancer"
+        section = {} if value is _MISSING else self.mapping(value, path, _REBALANCER_FIELDS)
+        d = RebalancerConfig()
+        return RebalancerConfig(
+            enabled=self.boolean(section, "enabled", path, d.enabled),
+            interval_seconds=self.seconds(section, "intervalSeconds", path,
+                                          d.interval_seconds)[0],
+            min_cloud_seconds=self.seconds(section, "minCloudSeconds", path,
+                                           d.min_cloud_seconds)[0],
+            max_moves_per_cycle=self.integer(section, "maxMovesPerCycle", path,
+                                             d.max_moves_per_cycle, 1, 10_000),
+            max_moves_per_namespace=self.integer(section, "maxMovesPerNamespace", path,
+                                                 d.max_moves_per_namespace, 1, 10_000),
+            ready_timeout_seconds=self.seconds(section, "readyTimeoutSeconds", path,
+                                               d.ready_timeout_seconds)[0],
+            dry_run=self.boolean(section, "dryRun", path, d.dry_run))
 
     def plugins(self, value: object) -> PluginsConfig:
         if value is _MISSING:
@@ -891,6 +1014,27 @@ def dump_config(config: SchedulerConfig, *, include_identity: bool = False) -> d
             "allowedFileDirs": list(config.storage.allowed_file_dirs),
             "maxBytes": config.storage.max_bytes,
             "timeoutSeconds": _number(config.storage.timeout_seconds),
+        },
+        "virtualNodes": {
+            "enabled": config.virtual_nodes.enabled,
+            "cloudUrl": config.virtual_nodes.cloud_url,
+            "cloudToken": config.virtual_nodes.cloud_token,
+            "cloudTimeoutSeconds": _number(config.virtual_nodes.cloud_timeout_seconds),
+            "pools": [{"name": p.name, "platform": p.platform, "maxPods": p.max_pods}
+                      for p in config.virtual_nodes.pools],
+            "heartbeatSeconds": _number(config.virtual_nodes.heartbeat_seconds),
+            "notReadyAfterSeconds": _number(config.virtual_nodes.not_ready_after_seconds),
+            "orphanGraceSeconds": _number(config.virtual_nodes.orphan_grace_seconds),
+            "reconcileSeconds": _number(config.virtual_nodes.reconcile_seconds),
+        },
+        "rebalancer": {
+            "enabled": config.rebalancer.enabled,
+            "intervalSeconds": _number(config.rebalancer.interval_seconds),
+            "minCloudSeconds": _number(config.rebalancer.min_cloud_seconds),
+            "maxMovesPerCycle": config.rebalancer.max_moves_per_cycle,
+            "maxMovesPerNamespace": config.rebalancer.max_moves_per_namespace,
+            "readyTimeoutSeconds": _number(config.rebalancer.ready_timeout_seconds),
+            "dryRun": config.rebalancer.dry_run,
         },
     }
     if include_identity:

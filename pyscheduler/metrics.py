@@ -275,6 +275,34 @@ class SchedulerMetrics:
             "pyscheduler_fragment_shadow_evaluations_total",
             "Number of pods a shadow fragment was evaluated for.",
             ["fragment"], registry=registry)
+        # ---- cloud bursting ------------------------------------------------------------------
+        self.bursts = Counter(
+            "pyscheduler_virtual_bursts_total",
+            "Number of pods bound to a cloud pool's virtual node because no real node fit.",
+            ["pool"], registry=registry)
+        self.virtual_pods = Gauge(
+            "pyscheduler_virtual_pods",
+            "Pods on virtual nodes, by pool and phase.", ["pool", "phase"], registry=registry)
+        self.cloud_requests = Counter(
+            "pyscheduler_cloud_requests_total",
+            "Calls to the cloud adapter, by pool, operation and result (ok, unavailable, "
+            "rejected, not_found).", ["pool", "operation", "result"], registry=registry)
+        self.cloud_request_duration = Histogram(
+            "pyscheduler_cloud_request_duration_seconds",
+            "Latency of calls to the cloud adapter, retries included, in seconds.",
+            ["pool", "operation"], buckets=ATTEMPT_BUCKETS, registry=registry)
+        self.cloud_orphans_collected = Counter(
+            "pyscheduler_cloud_orphans_collected_total",
+            "Cloud instances deleted because no pod owned them any more.", ["pool"],
+            registry=registry)
+        self.cloud_cost_per_hour = Gauge(
+            "pyscheduler_cloud_cost_per_hour",
+            "Estimated cost per hour of the instances running in each pool (the pool's "
+            "prices times the instances' requests).", ["pool"], registry=registry)
+        self.rebalance_moves = Counter(
+            "pyscheduler_rebalance_moves_total",
+            "Virtual pods moved back to real nodes, by strategy (copy, evict) and result.",
+            ["strategy", "result"], registry=registry)
         self.build_info = Gauge(
             "pyscheduler_build_info",
             "Always 1; the version label names the running pyscheduler version.",

@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import contextlib
+from typing import Any
 
 import structlog
 
@@ -22,6 +23,8 @@ from pyscheduler.kube.client import KubeClient
 from pyscheduler.kube.leader import LeaderElector
 from pyscheduler.metrics import HealthServer, SchedulerMetrics
 from pyscheduler.scheduler import Scheduler
+from pyscheduler.virtual.burst import Burster, PoolSettings
+from pyscheduler.virtual.rebalancer import RebalanceSettings, Rebalancer
 from pyscheduler.wasm.manager import FragmentManager
 from pyscheduler.wasm.storage import StorageConfig
 from pyscheduler.wasm.vm import Limits
@@ -36,7 +39,10 @@ class SchedulerApp:
         self.config = config
         self.client = client
         self.metrics = SchedulerMetrics(profile=config.scheduler_name)
-        self.scheduler = Scheduler(client, config, metrics=self.metrics)
+        vn = config.virtual_nodes
+        burster = Burster([PoolSettings(p.name, p.platform, p.max_pods) for p in vn.pools]) \
+            if vn.enabled else None
+        self.scheduler = Scheduler(client, config, metrics=self.metrics, burster=burster)
         self.health = HealthServer(self.metrics, host=config.metrics_host,
                                    port=config.metrics_port)
         self.health.add_readiness_check("informers-synced", lambda: self.scheduler.synced)
@@ -48,6 +54,42 @@ class SchedulerApp:
             default=config.schedule_fragment, metrics=self.metrics,
             on_ready=self.scheduler.fragment_ready, writes_status=lambda: self.leading)
         self.scheduler.select = self.fragments.select
+        self.cloud: Any | None = None
+        self.virtual_nodes: Any | None = None
+        self.provider: Any | None = None
+        self.rebalancer: Rebalancer | None = None
+        if vn.enabled:
+            self._wire_virtual_nodes()
+
+    def _wire_virtual_nodes(self) -> None:
+        from pyscheduler.virtual.cloud import HttpCloudAdapter
+        from pyscheduler.virtual.node import PoolConfig, VirtualNodeManager
+        from pyscheduler.virtual.provider import VirtualPodProvider
+
+        vn = self.config.virtual_nodes
+        metrics = self.metrics
+
+        def observe(pool: str, operation: str, result: str, seconds: float) -> None:
+            metrics.cloud_requests.labels(pool, operation, result).inc()
+            metrics.cloud_request_duration.labels(pool, operation).observe(seconds)
+
+        self.cloud = HttpCloudAdapter(vn.cloud_url, token=vn.cloud_token,
+                                      timeout=vn.cloud_timeout_seconds, metrics_hook=observe)
+        pools = [PoolConfig(p.name, p.platform, p.max_pods) for p in vn.pools]
+        self.virtual_nodes = VirtualNodeManager(
+            self.client, self.cloud, pools, heartbeat_seconds=vn.heartbeat_seconds,
+            not_ready_after_seconds=vn.not_ready_after_seconds)
+        self.provider = VirtualPodProvider(
+            self.client, self.cloud, pools, recorder=self.scheduler.recorder,
+            orphan_grace_seconds=vn.orphan_grace_seconds,
+            reconcile_seconds=vn.reconcile_seconds, metrics=self.metrics)
+        r = self.config.rebalancer
+        self.rebalancer = Rebalancer(self.scheduler, RebalanceSettings(
+            enabled=r.enabled, interval_seconds=r.interval_seconds,
+            min_cloud_seconds=r.min_cloud_seconds, max_moves_per_cycle=r.max_moves_per_cycle,
+            max_moves_per_namespace=r.max_moves_per_namespace,
+            ready_timeout_seconds=r.ready_timeout_seconds, dry_run=r.dry_run))
+        self.scheduler.rebalancer = self.rebalancer
         self.lost_leadership = asyncio.Event()
         self.elector: LeaderElector | None = None
         self._loop_task: asyncio.Task[None] | None = None
@@ -78,7 +120,7 @@ class SchedulerApp:
         le = self.config.leader_election
         if not le.enabled:
             self.metrics.set_leader(True)
-            self._loop_task = asyncio.get_running_loop().create_task(self.scheduler.run_loop())
+            self._loop_task = asyncio.get_running_loop().create_task(self._lead())
             return
         self.elector = LeaderElector(
             self.client, namespace=le.lease_namespace, name=le.lease_name,
@@ -89,6 +131,14 @@ class SchedulerApp:
 
     async def _lead(self) -> None:
         self.metrics.set_leader(True)
+        # The virtual-kubelet role (virtual nodes, their pods' instances) and the rebalancer
+        # act on the cluster: only the leader runs them, as it alone schedules.
+        if self.virtual_nodes is not None:
+            await self.virtual_nodes.start()
+        if self.provider is not None:
+            await self.provider.start()
+        if self.rebalancer is not None:
+            self.rebalancer.start()
         await self.scheduler.run_loop()
 
     def _lost(self) -> None:
@@ -107,6 +157,14 @@ class SchedulerApp:
                 await self._loop_task
         if self.elector is not None:
             await self.elector.stop(release=release)
+        if self.rebalancer is not None:
+            await self.rebalancer.stop()
+        if self.provider is not None:
+            await self.provider.stop()
+        if self.virtual_nodes is not None:
+            await self.virtual_nodes.stop()
+        if self.cloud is not None:
+            await self.cloud.close()
         await self.scheduler.stop()
         await self.fragments.stop()
         await self.health.stop()

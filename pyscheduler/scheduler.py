@@ -38,6 +38,7 @@ from pyscheduler.config import SchedulerConfig
 from pyscheduler.framework.cache import Cache
 from pyscheduler.framework.interface import CycleContext
 from pyscheduler.framework.nodetable import NodeInfo, node_info
+from pyscheduler.virtual.burst import VIRTUAL_LABEL, Burster
 from pyscheduler.framework.pipeline import (
     Pipeline,
     ScheduleResult,
@@ -86,6 +87,7 @@ class Scheduler:
     def __init__(self, client: KubeClient, config: SchedulerConfig, *,
                  metrics: SchedulerMetrics | None = None,
                  select: SelectFn | None = None,
+                 burster: Burster | None = None,
                  clock: Callable[[], float] = time.monotonic) -> None:
         self.client = client
         self.config = config
@@ -93,6 +95,9 @@ class Scheduler:
         self.metrics = metrics
         self.clock = clock
         self.select = select
+        self.burster = burster
+        self.bursts = 0
+        self.rebalancer: Any | None = None  # pyscheduler.virtual.rebalancer.Rebalancer
         self.cache = Cache(assumed_ttl=config.assumed_pod_ttl_seconds, clock=clock)
         self.queue = SchedulingQueue(
             initial_backoff=config.pod_initial_backoff_seconds,
@@ -135,6 +140,23 @@ class Scheduler:
         meta = obj.get("metadata") or {}
         uid = str(meta.get("uid") or "")
         phase = (obj.get("status") or {}).get("phase")
+        if spec.get("nodeName") and self.burster is not None and \
+                self.burster.is_virtual_node(spec["nodeName"]):
+            # On a virtual node: counted against its pool, never in the node table.
+            if self.queue.entries.get(uid) is not None and uid not in self.queue.in_flight:
+                self.queue.delete(uid)
+            if self.rebalancer is not None:
+                self.rebalancer.pod_seen(obj)
+            if phase in ("Succeeded", "Failed") or meta.get("deletionTimestamp"):
+                self.burster.forget(uid)
+                return
+            try:
+                info = pod_info(obj)
+            except PodSpecError:
+                return
+            self.burster.place(spec["nodeName"], uid, info.requests.get("cpu", 0),
+                               info.requests.get("memory", 0))
+            return
         if spec.get("nodeName"):
             if phase not in ("Succeeded", "Failed") and self.cache.confirm(
                     uid, spec["nodeName"], meta.get("labels") or {}):
@@ -169,21 +191,49 @@ class Scheduler:
 
     def _pod_deleted(self, obj: Obj) -> None:
         uid = str((obj.get("metadata") or {}).get("uid") or "")
+        if self.burster is not None:
+            self.burster.forget(uid)
+        if self.rebalancer is not None:
+            self.rebalancer.pod_gone(uid)
         self.queue.delete(uid)
         self.bad_pods.pop(uid, None)
         if self.cache.remove_pod(uid) is not None:
             self.queue.move_all_to_active("AssignedPodDelete")
+            if self.rebalancer is not None:
+                self.rebalancer.poke()
 
     def _node_set(self, obj: Obj, old: Obj | None = None) -> None:
+        name = str((obj.get("metadata") or {}).get("name") or "")
+        if self.burster is not None and self.burster.is_virtual_node(name):
+            self._virtual_node_set(obj)
+            return
         info = node_info(obj)
         before = self.cache.table.infos[self.cache.table.slots[info.name]] \
             if info.name in self.cache.table.slots else None
         self.cache.set_node(info)
         if before is None or _node_changed(before, info):
             self.queue.move_all_to_active("NodeAdd" if before is None else "NodeUpdate")
+            if self.rebalancer is not None:
+                self.rebalancer.poke()
 
     def _node_deleted(self, obj: Obj) -> None:
-        self.cache.remove_node(str((obj.get("metadata") or {}).get("name") or ""))
+        name = str((obj.get("metadata") or {}).get("name") or "")
+        if self.burster is not None and self.burster.is_virtual_node(name):
+            self.burster.node_gone(name)
+            return
+        self.cache.remove_node(name)
+
+    def _virtual_node_set(self, obj: Obj) -> None:
+        assert self.burster is not None
+        info = node_info(obj)
+        ready = any(c.get("type") == "Ready" and c.get("status") == "True"
+                    for c in (obj.get("status") or {}).get("conditions") or ())
+        alloc = info.allocatable
+        self.burster.node_seen(info.name, alloc.get("cpu", 0), alloc.get("memory", 0),
+                               alloc.get("pods", 0), ready and not info.unschedulable,
+                               labels=info.labels)
+        if ready:
+            self.queue.move_all_to_active("NodeUpdate")
 
     def _namespace_set(self, obj: Obj) -> None:
         meta = obj.get("metadata") or {}
@@ -265,6 +315,8 @@ class Scheduler:
     def schedule_one(self, entry: QueuedPod) -> ScheduleResult | None:
         pod = entry.pod
         start = time.perf_counter()
+        if self.rebalancer is not None:
+            self.rebalancer.release_for_owner(pod)  # a replacement of a pod moved back
         ctx = CycleContext.for_pod(pod, self.cache.table, self._namespaces_matching)
         try:
             selection = self.select(pod) if self.select is not None else NO_SELECTION
@@ -298,6 +350,24 @@ class Scheduler:
         if self.metrics is not None:
             self._observe_stages(result)
         decision = explain(result, self.cache.table.names) if wants_explain else None
+        if result.node is None and self.burster is not None:
+            burst = self.burster.choose(pod.raw, pod.requests.get("cpu", 0),
+                                        pod.requests.get("memory", 0),
+                                        node_selector=pod.node_selector,
+                                        required_terms=pod.required_terms)
+            if burst.node is not None:
+                self.burster.place(burst.node, pod.uid, pod.requests.get("cpu", 0),
+                                   pod.requests.get("memory", 0))
+                self._observe("scheduled", start)
+                self._spawn(self._bind_virtual(entry, burst.node, str(burst.pool)))
+                return result
+            message = result.filtered.diagnose().message()
+            self.failed += 1
+            self._observe("unschedulable", start)
+            self.queue.requeue_unschedulable(pod.uid)
+            self._spawn(self._set_unschedulable(
+                pod, f"{message.rstrip('.')}; {burst.reason}.", "Unschedulable", decision))
+            return result
         if result.node is None:
             self.failed += 1
             message = result.filtered.diagnose().message()
@@ -340,6 +410,46 @@ class Scheduler:
                      active_node=active.node, shadow_node=other.node,
                      active_feasible=int(active.filtered.feasible.sum()),
                      shadow_feasible=int(other.filtered.feasible.sum()))
+
+    async def _bind_virtual(self, entry: QueuedPod, node: str, pool: str) -> None:
+        """Bind to a pool's virtual node; the pod is labelled first so that it reads as virtual
+        from the moment it is bound."""
+        assert self.burster is not None
+        pod = entry.pod
+        path = f"/api/v1/namespaces/{pod.namespace}/pods/{pod.name}"
+        try:
+            await self.client.patch(path, {"metadata": {"labels": {VIRTUAL_LABEL: "true"}}})
+        except NotFoundError:
+            self.burster.forget(pod.uid)
+            self.queue.delete(pod.uid)
+            return
+        except Exception as exc:
+            log.warning("could not label the pod for its virtual node", pod=pod.key,
+                        error=str(exc))
+            self.burster.forget(pod.uid)
+            self.queue.requeue_backoff(pod.uid, "BindFailure")
+            return
+        async with self.bind_slots:
+            outcome = await self._bind_with_retries(pod, node)
+        if outcome == "bound":
+            self.scheduled += 1
+            self.bursts += 1
+            self.queue.done(pod.uid)
+            if self.metrics is not None:
+                self.metrics.bursts.labels(pool).inc()
+                self.metrics.observe_pod_scheduled(
+                    attempts=entry.attempts, sli_seconds=self.clock() - entry.initial_attempt)
+            self.recorder.record(pod.raw, type_="Normal", reason="Scheduled", action="Binding",
+                                 note=f"Successfully assigned {pod.key} to {node} (no real "
+                                      f"node fits: burst to cloud pool {pool})")
+            return
+        self.burster.forget(pod.uid)
+        if outcome == "gone":
+            self.queue.delete(pod.uid)
+        elif outcome == "bound-elsewhere":
+            self.queue.done(pod.uid)
+        else:
+            self.queue.requeue_backoff(pod.uid, "BindFailure")
 
     def fragment_ready(self, resource: str) -> None:
         """A fragment became Ready: pods waiting for one are worth another attempt."""

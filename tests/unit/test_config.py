@@ -380,7 +380,8 @@ def test_every_error_is_reported_at_once() -> None:
                  "scoringStrategy, percentageOfNodesToScore, leaderElection, metricsAddress, "
                  "bindConcurrency, bindTimeoutSeconds, podInitialBackoffSeconds, "
                  "podMaxBackoffSeconds, podMaxInUnschedulablePodsSeconds, assumedPodTTLSeconds, "
-                 "logLevel, seed, scheduleFragment, fragments, storage", id="kube header"),
+                 "logLevel, seed, scheduleFragment, fragments, storage, virtualNodes, rebalancer",
+                     id="kube header"),
 ])
 def test_unknown_field_suggestion(document: object, message: str) -> None:
     assert error_of(document) == f"{SRC}: {message}"
@@ -475,7 +476,8 @@ def test_dump_is_camel_case_and_plain_data() -> None:
         "schedulerName", "plugins", "scoringStrategy", "percentageOfNodesToScore",
         "leaderElection", "metricsAddress", "bindConcurrency", "bindTimeoutSeconds",
         "podInitialBackoffSeconds", "podMaxBackoffSeconds", "podMaxInUnschedulablePodsSeconds",
-        "assumedPodTTLSeconds", "logLevel", "seed", "scheduleFragment", "fragments", "storage"]
+        "assumedPodTTLSeconds", "logLevel", "seed", "scheduleFragment", "fragments", "storage",
+        "virtualNodes", "rebalancer"]
     assert dumped["plugins"]["score"]["NodeAffinity"] == {"weight": 2}
     assert dumped["leaderElection"]["leaseDurationSeconds"] == 15
     assert isinstance(dumped["leaderElection"]["leaseDurationSeconds"], int)
@@ -603,3 +605,25 @@ def test_fragment_sections_round_trip() -> None:
     again = parse_config(dump_config(config), "x")
     assert dataclasses.replace(again, leader_election=config.leader_election) == config
     assert SchedulerConfig().schedule_fragment == "default:v1.0.0"
+
+
+@pytest.mark.parametrize(("document", "message"), [
+    pytest.param({"virtualNodes": {"enabled": True, "pools": [{"name": "aci",
+                                                              "platform": "azure"}]}},
+                 "virtualNodes.cloudUrl: is required when virtualNodes.enabled is true",
+                 id="no cloud url"),
+    pytest.param({"virtualNodes": {"enabled": True, "cloudUrl": "http://127.0.0.1:1"}},
+                 "virtualNodes.pools: needs at least one pool when enabled", id="no pools"),
+    pytest.param({"virtualNodes": {"cloudUrl": "http://x", "pools": [
+        {"name": "aci", "platform": "azure"}, {"name": "aci", "platform": "azure"}]}},
+        'virtualNodes.pools[1].name: duplicate pool "aci"', id="duplicate pool"),
+    pytest.param({"virtualNodes": {"cloudUrl": "http://x", "pools": [
+        {"name": "aci", "platform": "azure", "maxPods": -1}]}},
+        "virtualNodes.pools[0].maxPods: must be a non-negative integer or null, got -1",
+        id="negative cap"),
+    pytest.param({"rebalancer": {"maxMovesPerCycle": 0}},
+                 "rebalancer.maxMovesPerCycle: must be an integer between 1 and 10000, got 0",
+                 id="no moves"),
+])
+def test_virtual_node_sections_reject_bad_values(document: object, message: str) -> None:
+    assert error_of(document) == f"{SRC}: {message}"

@@ -109,6 +109,10 @@ class PodBuilder:
         self._pod["metadata"].setdefault("labels", {})[key] = value
         return self
 
+    def annotation(self, key: str, value: str) -> PodBuilder:
+        self._pod["metadata"].setdefault("annotations", {})[key] = value
+        return self
+
     def container(self, requests: Mapping[str, Quantity] | None = None,
                   ports: Sequence[Obj] = ()) -> PodBuilder:
         """Add a container with these requests (none: a best-effort container) and ports."""

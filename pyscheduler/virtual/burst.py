@@ -1,0 +1,223 @@
+"""Which pods may burst to a cloud pool, and to which pool — decided when no real node fits.
+
+Pure logic over the scheduler's view: the configured pools (in fallback order), each pool's
+virtual node as the cluster shows it (its allocatable is the pool's quota), the pods already
+placed on each virtual node, and the pod. :meth:`Burster.choose` answers a pool's virtual node, or
+the reason the pod stays unschedulable, in words an operator can act on:
+
+* pods that cannot run outside the cluster's own machines: DaemonSet pods, ``hostNetwork``,
+  host ports, ``hostPath`` and ``local`` volumes;
+* pods that opt out: ``wssp/burst: "never"``;
+* a ``wssp/cloud-platform`` label that names no configured pool's platform;
+* requests beyond every candidate pool's per-instance limits, a pool's remaining quota, or its
+  pod cap.
+
+Placements are counted at once (:meth:`Burster.place`), before the binding is sent, so a burst
+of pods cannot overrun a pool between two decisions; :meth:`Burster.forget` undoes one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from pyscheduler.framework.pod import NodeSelectorRequirement, NodeSelectorTerm
+
+__all__ = [
+    "BURST_ANNOTATION",
+    "PLATFORM_LABEL",
+    "POOL_LABEL",
+    "VIRTUAL_LABEL",
+    "VIRTUAL_NODE_PREFIX",
+    "BurstDecision",
+    "Burster",
+    "PoolSettings",
+    "burst_blocker",
+    "virtual_node_name",
+]
+
+PLATFORM_LABEL = "wssp/cloud-platform"
+POOL_LABEL = "wssp/cloud-pool"
+VIRTUAL_LABEL = "wssp/virtual-node"
+BURST_ANNOTATION = "wssp/burst"
+VIRTUAL_NODE_PREFIX = "wssp-virtual-"
+
+
+def virtual_node_name(pool: str) -> str:
+    return f"{VIRTUAL_NODE_PREFIX}{pool}"
+
+
+@dataclass(frozen=True, slots=True)
+class PoolSettings:
+    name: str
+    platform: str
+    max_pods: int | None = None
+    # Per-instance limits as the cloud reports them (0: unknown, no check).
+    max_instance_cpu_millis: int = 0
+    max_instance_memory_bytes: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class BurstDecision:
+    node: str | None
+    pool: str | None
+    reason: str  # why not (empty when node is set)
+
+
+@dataclass(slots=True)
+class _PoolState:
+    settings: PoolSettings
+    allocatable_cpu: int = 0      # millicores; from the virtual node
+    allocatable_memory: int = 0   # bytes
+    allocatable_pods: int = 0
+    ready: bool = False
+    labels: Mapping[str, str] = field(default_factory=dict)
+    placed: dict[str, tuple[int, int]] = field(default_factory=dict)  # uid -> (cpu, memory)
+
+    def used(self) -> tuple[int, int, int]:
+        cpu = sum(c for c, _ in self.placed.values())
+        mem = sum(m for _, m in self.placed.values())
+        return cpu, mem, len(self.placed)
+
+
+def burst_blocker(pod: Mapping[str, Any]) -> str | None:
+    """Why this pod may never run on a virtual node, or None when it may."""
+    meta = pod.get("metadata") or {}
+    spec = pod.get("spec") or {}
+    if (meta.get("annotations") or {}).get(BURST_ANNOTATION) == "never":
+        return f'the pod is annotated {BURST_ANNOTATION}: "never"'
+    for ref in meta.get("ownerReferences") or ():
+        if ref.get("kind") == "DaemonSet":
+            return "DaemonSet pods run on every real node and never burst"
+    if spec.get("hostNetwork"):
+        return "the pod uses hostNetwork"
+    for c in (spec.get("containers") or []) + (spec.get("initContainers") or []):
+        for p in (c.get("ports") or ()) if isinstance(c, Mapping) else ():
+            if isinstance(p, Mapping) and p.get("hostPort"):
+                return f"container {c.get('name')} uses hostPort {p.get('hostPort')}"
+    for v in spec.get("volumes") or ():
+        if isinstance(v, Mapping):
+            if "hostPath" in v:
+                return f"volume {v.get('name')} is a hostPath volume"
+            if "local" in v:
+                return f"volume {v.get('name')} is a local volume"
+    return None
+
+
+class Burster:
+    """The pools in fallback order and what each holds."""
+
+    def __init__(self, pools: Sequence[PoolSettings]) -> None:
+        self.pools: dict[str, _PoolState] = {p.name: _PoolState(p) for p in pools}
+        self.order = [p.name for p in pools]
+        self.by_node = {virtual_node_name(p.name): p.name for p in pools}
+
+    # -- what the cluster shows ----------------------------------------------------------------
+
+    def is_virtual_node(self, name: str) -> bool:
+        return name in self.by_node
+
+    def node_seen(self, name: str, cpu_millis: int, memory_bytes: int, pods: int,
+                  ready: bool, labels: Mapping[str, str] | None = None) -> None:
+        state = self.pools[self.by_node[name]]
+        state.allocatable_cpu, state.allocatable_memory = cpu_millis, memory_bytes
+        state.allocatable_pods, state.ready = pods, ready
+        state.labels = dict(labels or {})
+
+    def node_gone(self, name: str) -> None:
+        state = self.pools[self.by_node[name]]
+        state.ready = False
+        state.allocatable_cpu = state.allocatable_memory = state.allocatable_pods = 0
+
+    def place(self, node: str, uid: str, cpu_millis: int, memory_bytes: int) -> None:
+        """Count a pod on a virtual node (idempotent by uid)."""
+        self.pools[self.by_node[node]].placed[uid] = (cpu_millis, memory_bytes)
+
+    def forget(self, uid: str) -> None:
+        for state in self.pools.values():
+            state.placed.pop(uid, None)
+
+    def placed_on(self, node: str) -> int:
+        return len(self.pools[self.by_node[node]].placed)
+
+    # -- the decision --------------------------------------------------------------------------
+
+    def choose(self, pod: Mapping[str, Any], cpu_millis: int, memory_bytes: int, *,
+               node_selector: Mapping[str, str] | None = None,
+               required_terms: Sequence[NodeSelectorTerm] = ()) -> BurstDecision:
+        blocker = burst_blocker(pod)
+        if blocker is not None:
+            return BurstDecision(None, None, f"cannot burst: {blocker}")
+        labels = (pod.get("metadata") or {}).get("labels") or {}
+        platform = labels.get(PLATFORM_LABEL)
+        candidates = self.order
+        if platform is not None:
+            candidates = [p for p in self.order if self.pools[p].settings.platform == platform]
+            if not candidates:
+                known = sorted({s.settings.platform for s in self.pools.values()})
+                return BurstDecision(None, None, f"cannot burst: label {PLATFORM_LABEL}="
+                                     f"{platform} names no configured pool (platforms: "
+                                     f"{', '.join(known) or 'none'})")
+        why: list[str] = []
+        for name in candidates:
+            state = self.pools[name]
+            s = state.settings
+            if not state.ready:
+                why.append(f"pool {name}: virtual node not ready")
+                continue
+            if not _matches(state.labels, virtual_node_name(name), node_selector or {},
+                            required_terms):
+                why.append(f"pool {name}: the pod's node selector or affinity does not match "
+                           f"its virtual node")
+                continue
+            if s.max_instance_cpu_millis and cpu_millis > s.max_instance_cpu_millis:
+                why.append(f"pool {name}: cpu request {cpu_millis}m exceeds the per-instance "
+                           f"limit {s.max_instance_cpu_millis}m")
+                continue
+            if s.max_instance_memory_bytes and memory_bytes > s.max_instance_memory_bytes:
+                why.append(f"pool {name}: memory request {memory_bytes} exceeds the "
+                           f"per-instance limit {s.max_instance_memory_bytes}")
+                continue
+            cpu, mem, count = state.used()
+            cap = state.allocatable_pods if s.max_pods is None else min(
+                s.max_pods, state.allocatable_pods)
+            if count >= cap:
+                why.append(f"pool {name}: {count} pods, cap {cap}")
+                continue
+            if cpu + cpu_millis > state.allocatable_cpu or \
+                    mem + memory_bytes > state.allocatable_memory:
+                why.append(f"pool {name}: quota exhausted")
+                continue
+            return BurstDecision(virtual_node_name(name), name, "")
+        return BurstDecision(None, None, "cannot burst: " + "; ".join(why or ["no pools"]))
+
+
+def _requirement_ok(req: NodeSelectorRequirement, value: str | None) -> bool:
+    op = req.operator
+    if op == "In":
+        return value is not None and value in req.values
+    if op == "NotIn":
+        return value is None or value not in req.values
+    if op == "Exists":
+        return value is not None
+    if op == "DoesNotExist":
+        return value is None
+    try:
+        have, bound = int(value or ""), int(req.values[0])
+    except (ValueError, IndexError):
+        return False
+    return have > bound if op == "Gt" else have < bound
+
+
+def _matches(labels: Mapping[str, str], name: str, selector: Mapping[str, str],
+             terms: Sequence[NodeSelectorTerm]) -> bool:
+    """Kubernetes' node selector and required node affinity against one node."""
+    if any(labels.get(k) != v for k, v in selector.items()):
+        return False
+    if not terms:
+        return True
+    return any((term.match_expressions or term.match_fields)
+               and all(_requirement_ok(r, labels.get(r.key)) for r in term.match_expressions)
+               and all(_requirement_ok(r, name) for r in term.match_fields)
+               for term in terms)
