@@ -12,6 +12,7 @@ Commands:
 * ``fragment publish WASM --name N --version V`` — upload to MinIO/S3 (sha256 computed) and create
   or update the ``WsspSchedulerConfiguration``.
 * ``fragment list`` — the fragment resources and their status.
+* ``cloud-sim serve`` — the simulated IaaS (the cloud adapter's REST contract) on its own.
 * ``version`` — print the version.
 
 Exit codes: 0 success, 2 bad usage or configuration (the message names what is wrong).
@@ -38,13 +39,20 @@ __all__ = ["main"]
 log = structlog.get_logger("pyscheduler.cli")
 
 
-def write_scheduler_config(path: Path) -> None:
-    """A ready configuration for the embedded cluster (``pyscheduler run --config``)."""
+def write_scheduler_config(path: Path, cloud_url: str | None = None,
+                           pools: list[tuple[str, str]] | None = None) -> None:
+    """A ready configuration for the embedded cluster (``pyscheduler run --config``); with a
+    cloud, virtual nodes for its pools (in the given order)."""
     import yaml
 
     from pyscheduler.config import dump_config, parse_config
 
-    config = parse_config({"metricsAddress": "127.0.0.1:10259"}, "defaults")
+    document: dict[str, Any] = {"metricsAddress": "127.0.0.1:10259"}
+    if cloud_url:
+        document["virtualNodes"] = {
+            "enabled": True, "cloudUrl": cloud_url,
+            "pools": [{"name": name, "platform": platform} for name, platform in pools or []]}
+    config = parse_config(document, "defaults")
     path.write_text("# pyscheduler configuration for the embedded cluster\n"
                     + yaml.safe_dump(dump_config(config), sort_keys=False))
 
@@ -52,10 +60,24 @@ def write_scheduler_config(path: Path) -> None:
 def _sim_up(args: argparse.Namespace) -> int:
     from pyscheduler.sim.cluster import Cluster, ClusterConfigError, ClusterSpec, load_cluster_file
 
+    from pyscheduler.virtual.cloudsim import (
+        CloudConfigError,
+        CloudSimServer,
+        SimCloud,
+        default_pools,
+        parse_cloud,
+    )
+
     try:
         spec = load_cluster_file(args.cluster) if args.cluster else ClusterSpec.with_nodes(
             args.nodes)
-    except ClusterConfigError as exc:
+        cloud_pools = default_pools()
+        if args.cluster:
+            import yaml
+            raw = yaml.safe_load(Path(args.cluster).read_text()) or {}
+            if "cloudPools" in raw:
+                cloud_pools = parse_cloud({"cloudPools": raw["cloudPools"]}, args.cluster)
+    except (ClusterConfigError, CloudConfigError) as exc:
         print(f"pyscheduler sim up: {exc}", file=sys.stderr)
         return 2
     workdir = Path(args.workdir)
@@ -70,11 +92,20 @@ def _sim_up(args: argparse.Namespace) -> int:
             print(f"pyscheduler sim up: cannot listen on {args.host}:{args.port}: "
                   f"{exc.strerror or exc}", file=sys.stderr)
             return 2
+        cloud = None
+        cloud_url = None
+        if not args.no_cloud:
+            cloud = CloudSimServer(SimCloud(cloud_pools), host=args.host)
+            cloud_url = await cloud.start()
         kubeconfig = workdir / "kubeconfig"
         cluster.write_kubeconfig(kubeconfig)
-        write_scheduler_config(workdir / "scheduler.yaml")
+        write_scheduler_config(workdir / "scheduler.yaml", cloud_url,
+                               [(p.name, p.platform) for p in cloud_pools])
         nodes = sum(p.count for p in spec.pools)
         print(f"embedded cluster listening on {cluster.url} with {nodes} nodes", flush=True)
+        if cloud_url:
+            print(f"  simulated cloud on {cloud_url}: pools "
+                  f"{', '.join(f'{p.name} ({p.platform})' for p in cloud_pools)}", flush=True)
         print(f"  export KUBECONFIG={kubeconfig.resolve()}", flush=True)
         print("  kubectl get nodes", flush=True)
         print(f"  pyscheduler run --kubeconfig {kubeconfig} --config {workdir / 'scheduler.yaml'}",
@@ -86,6 +117,8 @@ def _sim_up(args: argparse.Namespace) -> int:
                 loop.add_signal_handler(sig, stop.set)
         await stop.wait()
         log.info("stopping embedded cluster")
+        if cloud is not None:
+            await cloud.stop()
         await cluster.stop()
         return 0
 
@@ -286,6 +319,8 @@ def build_parser() -> argparse.ArgumentParser:
     up.add_argument("--port", type=int, default=0, help="port (default: any free port)")
     up.add_argument("--watch-history", type=int, default=10000,
                     help="events kept per resource for watches to resume from")
+    up.add_argument("--no-cloud", action="store_true",
+                    help="do not start the simulated cloud (no virtual nodes)")
     up.set_defaults(func=_sim_up)
 
     run = sub.add_parser("run", help="run the scheduler against a cluster", parents=[common])
@@ -343,6 +378,9 @@ def build_parser() -> argparse.ArgumentParser:
                             parents=[common])
     flist.add_argument("--kubeconfig", default=None)
     flist.set_defaults(func=_fragment_list)
+
+    from pyscheduler.virtual.cloudsim import add_cli as add_cloud_sim_cli
+    add_cloud_sim_cli(sub)
 
     version = sub.add_parser("version", help="print the version")
     version.set_defaults(func=lambda args: print(__version__) or 0)

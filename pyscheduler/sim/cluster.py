@@ -132,7 +132,8 @@ def _quantity_field(data: Mapping[str, Any], key: str, where: str, default: str)
 def parse_cluster(data: Any, source: str = "cluster file") -> ClusterSpec:
     if not isinstance(data, dict):
         raise ClusterConfigError(f"{source}: expected a mapping at the top level")
-    unknown = set(data) - {"nodePools", "kubelet"}
+    # cloudPools belongs to the simulated cloud next to the cluster (pyscheduler sim up).
+    unknown = set(data) - {"nodePools", "kubelet", "cloudPools"}
     if unknown:
         raise ClusterConfigError(f"{source}: unknown field(s): {', '.join(sorted(unknown))}")
     pools_raw = _field(data, "nodePools", list, source)
