@@ -40,6 +40,8 @@ config = yaml.safe_load(open(path))
 config["storage"].update(endpoint=os.environ["MINIO_ENDPOINT"],
                          accessKey=os.environ["MINIO_ACCESS_KEY"],
                          secretKey=os.environ["MINIO_SECRET_KEY"])
+# Quick moves back for the demo (defaults: a sweep every 30 s, 60 s on the cloud first).
+config["rebalancer"].update(intervalSeconds=2, minCloudSeconds=3)
 open(path, "w").write(yaml.safe_dump(config, sort_keys=False))
 PY
 k apply -f manifests/crd-wsspschedulerconfiguration.yaml
@@ -128,6 +130,32 @@ fetch http://127.0.0.1:10259/metrics | grep -E '^pyscheduler_fragment_(calls_tot
 echo
 k delete -f examples/tiered.yaml --wait=false
 
+say "Cloud bursting: more pods than the real nodes hold; the rest runs behind virtual nodes"
+k get nodes -l type=virtual-kubelet -o 'custom-columns=NAME:.metadata.name,PLATFORM:.metadata.labels.wssp/cloud-platform,CPU:.status.allocatable.cpu,MEMORY:.status.allocatable.memory,PODS:.status.allocatable.pods,TAINTS:.spec.taints[*].key'
+k apply -f examples/burst.yaml
+for _ in $(seq 150); do
+  n=$(kubectl --cache-dir "$cache" get pods -l app=burst --field-selector status.phase=Running -o name | wc -l)
+  [ "$n" -ge 14 ] && break; sleep 0.2
+done
+k get pods -l app=burst -o 'custom-columns=POD:.metadata.name,NODE:.spec.nodeName,IP:.status.podIP,VIRTUAL:.metadata.labels.wssp/virtual-node'
+virtual_pod=$(kubectl --cache-dir "$cache" get pods -l app=burst,wssp/virtual-node=true -o name | head -1)
+[ -n "$virtual_pod" ] && k get events --field-selector "involvedObject.name=${virtual_pod#pod/}" \
+  -o 'custom-columns=REASON:.reason,MESSAGE:.message'
+on_cloud() { kubectl --cache-dir "$cache" get pods -l app=burst -o jsonpath='{range .items[*]}{.spec.nodeName}{"\n"}{end}' | grep -c wssp-virtual || true; }
+before=$(on_cloud)
+say "Capacity frees up (web scales to zero): the rebalancer moves cloud pods back"
+k scale deployment web --replicas=0
+for _ in $(seq 100); do
+  [ "$(on_cloud)" -lt "$before" ] && [ "$(kubectl --cache-dir "$cache" get pods -l app=burst --field-selector status.phase=Running -o name | wc -l)" -ge 14 ] && break
+  sleep 0.3
+done
+sleep 2
+k get pods -l app=burst -o 'custom-columns=POD:.metadata.name,NODE:.spec.nodeName'
+k get events --field-selector reason=Rebalance -o 'custom-columns=POD:.involvedObject.name,MESSAGE:.message'
+fetch http://127.0.0.1:10259/metrics | grep -E '^pyscheduler_(virtual_bursts_total|rebalance_moves_total|cloud_requests_total)' | grep -v ' 0.0$' | head -12 || true
+echo
+k delete -f examples/burst.yaml --wait=false
+
 echo "== Scheduler metrics (kube-scheduler's names)"
 fetch http://127.0.0.1:10259/metrics | grep -E '^scheduler_schedule_attempts_total|^scheduler_pending_pods' || true
 echo
@@ -138,7 +166,7 @@ sleep 1
 k get node general-1 -o 'custom-columns=NAME:.metadata.name,READY:.status.conditions[?(@.type=="Ready")].status,TAINTS:.spec.taints[*].key'
 k annotate node general-1 sim.pyscheduler.io/condition=Ready --overwrite
 
-k delete -f examples/workloads.yaml --wait=false
+k delete -f examples/workloads.yaml --wait=false --ignore-not-found
 k delete pod pinned
 
 cat <<TXT

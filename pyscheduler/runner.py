@@ -58,6 +58,11 @@ class SchedulerApp:
         self.virtual_nodes: Any | None = None
         self.provider: Any | None = None
         self.rebalancer: Rebalancer | None = None
+        self._limits_task: asyncio.Task[None] | None = None
+        self._prices: dict[str, float] = {}  # pool -> price per cpu-hour (rebalance order)
+        self.lost_leadership = asyncio.Event()
+        self.elector: LeaderElector | None = None
+        self._loop_task: asyncio.Task[None] | None = None
         if vn.enabled:
             self._wire_virtual_nodes()
 
@@ -88,11 +93,9 @@ class SchedulerApp:
             enabled=r.enabled, interval_seconds=r.interval_seconds,
             min_cloud_seconds=r.min_cloud_seconds, max_moves_per_cycle=r.max_moves_per_cycle,
             max_moves_per_namespace=r.max_moves_per_namespace,
-            ready_timeout_seconds=r.ready_timeout_seconds, dry_run=r.dry_run))
+            ready_timeout_seconds=r.ready_timeout_seconds, dry_run=r.dry_run),
+            pool_price=lambda pool: self._prices.get(pool, 0.0))
         self.scheduler.rebalancer = self.rebalancer
-        self.lost_leadership = asyncio.Event()
-        self.elector: LeaderElector | None = None
-        self._loop_task: asyncio.Task[None] | None = None
 
     async def _storage_config(self) -> StorageConfig:
         s = self.config.storage
@@ -139,7 +142,31 @@ class SchedulerApp:
             await self.provider.start()
         if self.rebalancer is not None:
             self.rebalancer.start()
+        if self.cloud is not None:
+            self._limits_task = asyncio.get_running_loop().create_task(self._refresh_limits())
         await self.scheduler.run_loop()
+
+    async def _refresh_limits(self) -> None:
+        """Keep the burster's per-instance limits in step with what each pool accepts."""
+        from pyscheduler.virtual.types import CloudError
+
+        burster = self.scheduler.burster
+        assert burster is not None and self.cloud is not None
+        while True:
+            for pool in self.config.virtual_nodes.pools:
+                try:
+                    cap = await self.cloud.capacity(pool.name)
+                except CloudError as exc:
+                    log.info("pool capacity unavailable", pool=pool.name, error=exc.message)
+                    continue
+                burster.set_limits(pool.name, cap.max_instance_cpu_millis,
+                                   cap.max_instance_memory_bytes)
+                self._prices[pool.name] = cap.price_per_cpu_hour
+                if self.metrics is not None:
+                    self.metrics.cloud_cost_per_hour.labels(pool.name).set(
+                        cap.used_cpu_millis / 1000 * cap.price_per_cpu_hour
+                        + cap.used_memory_bytes / 2**30 * cap.price_per_gib_hour)
+            await asyncio.sleep(15.0)
 
     def _lost(self) -> None:
         self.metrics.set_leader(False)
@@ -157,6 +184,10 @@ class SchedulerApp:
                 await self._loop_task
         if self.elector is not None:
             await self.elector.stop(release=release)
+        if self._limits_task is not None:
+            self._limits_task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._limits_task
         if self.rebalancer is not None:
             await self.rebalancer.stop()
         if self.provider is not None:

@@ -125,6 +125,12 @@ class Burster:
         state.allocatable_pods, state.ready = pods, ready
         state.labels = dict(labels or {})
 
+    def set_limits(self, pool: str, max_cpu_millis: int, max_memory_bytes: int) -> None:
+        """The pool's per-instance limits, as the cloud reports them."""
+        state = self.pools[pool]
+        state.settings = PoolSettings(state.settings.name, state.settings.platform,
+                                      state.settings.max_pods, max_cpu_millis, max_memory_bytes)
+
     def node_gone(self, name: str) -> None:
         state = self.pools[self.by_node[name]]
         state.ready = False

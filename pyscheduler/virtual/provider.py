@@ -1,0 +1,1307 @@
+"""The virtual-kubelet *pod* role: run the pods bound to virtual nodes as cloud instances.
+
+For every pod bound to a virtual node (``spec.nodeName`` = ``wssp-virtual-<pool>``) the provider
+creates one container instance in that pool through the :class:`CloudAdapter`, reports the
+instance's life back into the pod's status, deletes the instance when the pod goes, and
+removes the pod object once the instance is gone — what a kubelet does for a real node.
+
+Design
+------
+* **Kubernetes here, the cloud behind the adapter.** As in virtual-kubelet
+  (``node/podcontroller.go`` + a small provider interface), everything Kubernetes-facing —
+  informers, the work queue, status patches through ``pods/status``, events, retries — lives in
+  this module; the adapter only creates, gets, lists and deletes instances. The pure functions
+  :func:`build_instance_request` (pod → :class:`InstanceRequest`) and :func:`instance_pod_status`
+  (instance → pod status) hold the mapping and are unit-tested without any I/O.
+* **Errors are classified, as virtual-kubelet classifies them**, from :class:`CloudError.kind`:
+  ``rejected`` (and ``not_found`` on create: the request itself is wrong, e.g. over quota) is
+  retried with exponential backoff ``create_retries`` times, the pod showing reason
+  ``ProviderFailed`` meanwhile, and then the pod is marked Failed (reason ``ProviderFailed``) so
+  its controller replaces it — the ``on_create_failed`` hook then runs (the scheduler side uses
+  it to try another pool). ``unavailable`` (and timeouts, and anything unexpected) is retried
+  with backoff forever: a cloud outage must never lose a pod.
+* **One work queue keyed by pod UID** (client-go's workqueue semantics: a key is processed by
+  one worker at a time; a change during processing queues it once more). The UID, not the name,
+  is the identity, because it is also the cloud's idempotency key: creating twice for one UID
+  returns the same instance, so a retry after a timeout, or a restart in the middle of a burst,
+  never duplicates an instance.
+* **State is rebuilt, never trusted.** The instance of a pod is recorded on the pod
+  (annotation ``wssp/cloud-instance: <pool>/<id>``); after a restart the provider rebuilds its
+  state from the pods (informers) and from ``adapter.list()``, adopting an instance created
+  before the annotation was written. A pod with the annotation whose instance no longer exists
+  is marked Failed with reason ``NotFound`` (the instance vanished: its controller replaces it).
+* **No instance without a pod.** A pod deleted (even force-deleted) while its instance is being
+  created has the instance deleted as soon as the create returns (the queue runs the pod's key
+  again); if the outcome of a create is unknown (a timeout) the pool is listed by pod UID. As a
+  safety net the reconciler, every ``reconcile_seconds``, deletes any instance whose pod has not
+  existed for ``orphan_grace_seconds`` (after checking the API server itself, so a slow
+  informer cannot cost a running pod its instance).
+* **Status by polling, batched per pool.** Instances are listed per pool (one call per pool,
+  however many pods): every ``status_poll_seconds`` while some instance is still Pending, and
+  every ``reconcile_seconds`` in any case. Only a changed status is written. A finished instance
+  (Succeeded/Failed) makes the pod Succeeded/Failed and is then deleted to free the quota; the
+  pod object stays for its controller, as on a real node.
+* **Events in one format.** Every create/delete outcome is a pod event with reason
+  ``ProviderCreate``/``ProviderCreateFailed``/``ProviderDelete``/``ProviderDeleteFailed`` (and
+  ``ProviderInstanceNotFound`` for a vanished instance) and the note
+  ``"<op> instance <id> in pool <pool>: <result>"`` (:func:`event_note`).
+
+Every cloud call is bounded by ``cloud_timeout_seconds``; every task is cancelled by
+:meth:`VirtualPodProvider.stop`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import datetime as dt
+import random
+import time
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, NoReturn, Protocol
+
+import structlog
+
+from pyscheduler.api.quantity import QuantityError, milli_value, value
+from pyscheduler.kube.client import KubeClient, api_path
+from pyscheduler.kube.errors import ConflictError, KubeError, NotFoundError
+from pyscheduler.kube.events import EventRecorder, EventType
+from pyscheduler.kube.informer import Informer
+from pyscheduler.kube.tasks import bounded, cancel_and_wait
+from pyscheduler.virtual.node import PoolConfig, describe_cloud_failure
+from pyscheduler.virtual.types import (
+    FAILED,
+    PENDING,
+    RUNNING,
+    SUCCEEDED,
+    CloudAdapter,
+    CloudError,
+    ContainerSpec,
+    Instance,
+    InstanceRequest,
+)
+
+__all__ = [
+    "ACTION_CREATE",
+    "ACTION_DELETE",
+    "ACTION_GET",
+    "ANNOTATION_INSTANCE",
+    "Conversion",
+    "METRIC_NAMES",
+    "OnCreateFailed",
+    "PodConversionError",
+    "ProviderMetrics",
+    "REASON_CREATE",
+    "REASON_CREATE_FAILED",
+    "REASON_DELETE",
+    "REASON_DELETE_FAILED",
+    "REASON_INSTANCE_NOT_FOUND",
+    "REASON_PROVIDER_FAILED",
+    "REASON_UNSUPPORTED",
+    "TAG_POD_NAME",
+    "TAG_POD_NAMESPACE",
+    "TAG_POD_UID",
+    "VirtualPodProvider",
+    "build_instance_request",
+    "event_note",
+    "instance_pod_status",
+    "lost_pod_status",
+    "parse_instance_annotation",
+    "provider_failed_status",
+    "status_changed",
+]
+
+log = structlog.get_logger("pyscheduler.virtual.provider")
+
+Obj = dict[str, Any]
+OnCreateFailed = Callable[[Obj], Awaitable[None]]
+
+ANNOTATION_INSTANCE = "wssp/cloud-instance"
+TAG_POD_UID = "wssp/pod-uid"
+TAG_POD_NAMESPACE = "wssp/pod-namespace"
+TAG_POD_NAME = "wssp/pod-name"
+TAG_POOL = "wssp/cloud-pool"
+
+# Pod event reasons and actions (events.k8s.io ``reason``/``action``).
+REASON_CREATE = "ProviderCreate"
+REASON_CREATE_FAILED = "ProviderCreateFailed"
+REASON_DELETE = "ProviderDelete"
+REASON_DELETE_FAILED = "ProviderDeleteFailed"
+REASON_INSTANCE_NOT_FOUND = "ProviderInstanceNotFound"
+REASON_UNSUPPORTED = "ProviderUnsupported"
+ACTION_CREATE = "CreateInstance"
+ACTION_DELETE = "DeleteInstance"
+ACTION_GET = "GetInstance"
+# Pod status reasons.
+REASON_PROVIDER_FAILED = "ProviderFailed"
+REASON_NOT_FOUND = "NotFound"
+
+# Counter names, as kept in ``VirtualPodProvider.counters`` (and ``pool_counters``).
+METRIC_INSTANCES_CREATED = "instances_created"
+METRIC_CREATE_FAILURES = "instance_create_failures"
+METRIC_INSTANCES_DELETED = "instances_deleted"
+METRIC_DELETE_FAILURES = "instance_delete_failures"
+METRIC_ORPHANS_COLLECTED = "orphans_collected"
+METRIC_PODS_FAILED = "pods_failed_provider"
+METRIC_PODS_LOST = "pods_instance_lost"
+METRIC_NAMES = (METRIC_INSTANCES_CREATED, METRIC_CREATE_FAILURES, METRIC_INSTANCES_DELETED,
+                METRIC_DELETE_FAILURES, METRIC_ORPHANS_COLLECTED, METRIC_PODS_FAILED,
+                METRIC_PODS_LOST)
+
+_TERMINAL = ("Succeeded", "Failed")
+# Resources a container instance is sized by; anything else (GPUs, hugepages) cannot be
+# honoured by the adapter's request, so such a pod is refused rather than run without it.
+_SIZED = ("cpu", "memory")
+_IGNORED_RESOURCES = ("ephemeral-storage",)
+# The conditions the provider owns on a pod (others, such as readiness gates, are left alone).
+_POD_CONDITIONS = ("PodScheduled", "PodReadyToStartContainers", "Initialized",
+                   "ContainersReady", "Ready")
+
+
+class _CounterChild(Protocol):
+    def inc(self, amount: float = ...) -> None: ...
+
+
+class _GaugeChild(Protocol):
+    def set(self, value: float) -> None: ...
+
+
+class _CounterFamily(Protocol):
+    def labels(self, *labelvalues: Any) -> _CounterChild: ...
+
+
+class _GaugeFamily(Protocol):
+    def labels(self, *labelvalues: Any) -> _GaugeChild: ...
+
+
+class ProviderMetrics(Protocol):
+    """The Prometheus families the provider writes (``pyscheduler.metrics.SchedulerMetrics``
+    has them; this package may not import it): orphans collected per pool, pods on virtual
+    nodes per pool and phase, and the hourly price of the instances alive per pool."""
+
+    @property
+    def cloud_orphans_collected(self) -> _CounterFamily: ...   # labels: pool
+
+    @property
+    def virtual_pods(self) -> _GaugeFamily: ...                # labels: pool, phase
+
+    @property
+    def cloud_cost_per_hour(self) -> _GaugeFamily: ...         # labels: pool
+
+
+# -- pure mapping: pod -> instance request ------------------------------------------------------
+
+class PodConversionError(ValueError):
+    """The pod cannot be run as a container instance; ``problems`` names each reason."""
+
+    def __init__(self, problems: Sequence[str]) -> None:
+        super().__init__("; ".join(problems))
+        self.problems = tuple(problems)
+
+
+@dataclass(frozen=True, slots=True)
+class Conversion:
+    """An instance request made from a pod, and what of the pod it leaves out (one note each,
+    e.g. an environment variable that refers to a Secret)."""
+
+    request: InstanceRequest
+    skipped: tuple[str, ...] = ()
+
+
+def _strings(raw: Any, where: str, problems: list[str]) -> tuple[str, ...]:
+    if raw is None:
+        return ()
+    if not isinstance(raw, list) or not all(isinstance(x, str) for x in raw):
+        problems.append(f"{where}: must be a list of strings")
+        return ()
+    return tuple(raw)
+
+
+def _quantities(raw: Any, where: str, problems: list[str]) -> dict[str, int]:
+    """A resource list as integers: cpu in millicores, everything else in units."""
+    if raw is None:
+        return {}
+    if not isinstance(raw, Mapping):
+        problems.append(f"{where}: must be a map of resource name to quantity")
+        return {}
+    out: dict[str, int] = {}
+    for name, q in raw.items():
+        try:
+            amount = milli_value(q) if name == "cpu" else value(q)
+        except (QuantityError, TypeError):
+            problems.append(f"{where}.{name}: {q!r} is not a valid quantity")
+            continue
+        if amount < 0:
+            problems.append(f"{where}.{name}: must not be negative, got {q!r}")
+            continue
+        out[str(name)] = amount
+    return out
+
+
+def _container(c: Any, where: str, problems: list[str],
+               skipped: list[str]) -> ContainerSpec | None:
+    if not isinstance(c, Mapping):
+        problems.append(f"{where}: must be an object")
+        return None
+    name = c.get("name")
+    image = c.get("image")
+    if not isinstance(name, str) or not name:
+        problems.append(f"{where}.name: required")
+        return None
+    if not isinstance(image, str) or not image:
+        problems.append(f"{where}.image: required")
+        return None
+    env: dict[str, str] = {}
+    for i, var in enumerate(c.get("env") or ()):
+        if not isinstance(var, Mapping) or not isinstance(var.get("name"), str):
+            problems.append(f"{where}.env[{i}]: must be an object with a name")
+            continue
+        if var.get("valueFrom") is not None:
+            # Secret, ConfigMap, field and resource references are resolved by a kubelet;
+            # the cloud has no access to the API server.
+            kind = next(iter(var["valueFrom"]), "valueFrom") \
+                if isinstance(var["valueFrom"], Mapping) else "valueFrom"
+            skipped.append(f"container {name}: env {var['name']} ({kind}) skipped: the cloud "
+                           "cannot resolve references")
+            continue
+        env[var["name"]] = str(var.get("value") or "")
+    for i, source in enumerate(c.get("envFrom") or ()):
+        kind = next(iter(source), "envFrom") if isinstance(source, Mapping) else "envFrom"
+        skipped.append(f"container {name}: envFrom[{i}] ({kind}) skipped: the cloud cannot "
+                       "resolve references")
+    resources = c.get("resources") or {}
+    if not isinstance(resources, Mapping):
+        problems.append(f"{where}.resources: must be an object")
+        resources = {}
+    requests = _quantities(resources.get("requests"), f"{where}.resources.requests", problems)
+    limits = _quantities(resources.get("limits"), f"{where}.resources.limits", problems)
+    # An instance has one size: the requests, defaulted from the limits (API server defaulting).
+    sized = {**limits, **requests}
+    unsupported = sorted(k for k in sized if k not in _SIZED and k not in _IGNORED_RESOURCES)
+    if unsupported:
+        problems.append(f"{where}.resources: {', '.join(unsupported)} cannot be provided by a "
+                        "cloud container instance")
+    return ContainerSpec(
+        name=name, image=image,
+        command=_strings(c.get("command"), f"{where}.command", problems),
+        args=_strings(c.get("args"), f"{where}.args", problems),
+        env=env, cpu_millis=sized.get("cpu", 0), memory_bytes=sized.get("memory", 0))
+
+
+def build_instance_request(pod: Obj, pool: str) -> Conversion:
+    """The instance request for ``pod`` in ``pool``.
+
+    Each container keeps its image, command, args and plain ``env`` values; references
+    (``valueFrom``, ``envFrom``) are left out and named in :attr:`Conversion.skipped`. Sizes are
+    the requests, defaulted from the limits. The pod UID is the idempotency key and a tag.
+    Volumes, ports and probes are not part of an instance and are ignored. Raises
+    :class:`PodConversionError` for what would run *differently* if ignored: init containers,
+    extended resources (GPUs, hugepages), a pod without containers, malformed fields.
+    """
+    meta = pod.get("metadata") or {}
+    spec = pod.get("spec") or {}
+    problems: list[str] = []
+    skipped: list[str] = []
+    uid = meta.get("uid")
+    if not isinstance(uid, str) or not uid:
+        problems.append("metadata.uid: required")
+    if spec.get("initContainers"):
+        problems.append("spec.initContainers: init containers cannot run in a cloud container "
+                        "instance")
+    raw = spec.get("containers")
+    if not isinstance(raw, list) or not raw:
+        problems.append("spec.containers: at least one container is required")
+        raw = []
+    containers = [_container(c, f"spec.containers[{i}]", problems, skipped)
+                  for i, c in enumerate(raw)]
+    if problems:
+        raise PodConversionError(problems)
+    namespace = str(meta.get("namespace") or "default")
+    name = str(meta.get("name") or "")
+    request = InstanceRequest(
+        pool=pool, pod_uid=str(uid), namespace=namespace, name=name,
+        containers=tuple(c for c in containers if c is not None),
+        tags={TAG_POD_UID: str(uid), TAG_POD_NAMESPACE: namespace, TAG_POD_NAME: name,
+              TAG_POOL: pool})
+    return Conversion(request, tuple(skipped))
+
+
+# -- pure mapping: instance -> pod status -------------------------------------------------------
+
+def _rfc3339(moment: dt.datetime) -> str:
+    return moment.astimezone(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _unix_rfc3339(seconds: float, fallback: str) -> str:
+    if seconds <= 0:
+        return fallback
+    return _rfc3339(dt.datetime.fromtimestamp(seconds, tz=dt.timezone.utc))
+
+
+def _current_conditions(pod: Obj) -> dict[str, Obj]:
+    status = pod.get("status") or {}
+    return {str(c.get("type")): c for c in status.get("conditions") or ()
+            if isinstance(c, dict)}
+
+
+def _conditions(pod: Obj, wanted: Iterable[tuple[str, bool, str, str]], now: str) -> list[Obj]:
+    """Conditions with ``lastTransitionTime`` kept from the pod when the status is unchanged."""
+    current = _current_conditions(pod)
+    out = []
+    for type_, ok, reason, message in wanted:
+        status = "True" if ok else "False"
+        previous = current.get(type_)
+        since = now
+        if previous is not None and previous.get("status") == status \
+                and previous.get("lastTransitionTime"):
+            since = str(previous["lastTransitionTime"])
+        condition: Obj = {"type": type_, "status": status, "lastProbeTime": None,
+                          "lastTransitionTime": since}
+        if reason:
+            condition["reason"] = reason
+        if message:
+            condition["message"] = message
+        out.append(condition)
+    return out
+
+
+def _clear(status: Obj, pod: Obj, *keys: str) -> Obj:
+    """Null out (strategic merge: delete) fields the pod has and ``status`` does not set."""
+    current = pod.get("status") or {}
+    for key in keys:
+        if key not in status and current.get(key) is not None:
+            status[key] = None
+    return status
+
+
+def instance_pod_status(pod: Obj, instance: Instance, *, now: dt.datetime) -> Obj:
+    """The pod ``status`` (for a strategic merge into ``pods/status``) that reports
+    ``instance``, shaped as a kubelet reports a pod: phase, ``podIP``/``hostIP`` (a container
+    instance is its own host, as on Fargate), ``startTime``, one ``containerStatuses`` entry per
+    container of the spec, and the PodScheduled/Initialized/ContainersReady/Ready conditions."""
+    stamp = _rfc3339(now)
+    spec = pod.get("spec") or {}
+    current = pod.get("status") or {}
+    reported = {name: (ready, restarts) for name, ready, restarts in instance.containers}
+    phase = instance.phase if instance.phase in (PENDING, RUNNING, SUCCEEDED, FAILED) \
+        else PENDING
+    started = _unix_rfc3339(instance.started_at or instance.created_at, stamp)
+    statuses: list[Obj] = []
+    for c in spec.get("containers") or ():
+        name = str(c.get("name") or "")
+        ready, restarts = reported.get(name, (phase == RUNNING, 0))
+        cs: Obj = {"name": name, "image": c.get("image") or "", "imageID": "",
+                   "containerID": f"cloud://{instance.id}/{name}",
+                   "restartCount": int(restarts)}
+        if phase == PENDING:
+            cs.update(ready=False, started=False,
+                      state={"waiting": {"reason": "ContainerCreating"}})
+        elif phase == RUNNING:
+            cs.update(ready=bool(ready), started=True, state={"running": {"startedAt": started}})
+        else:
+            ok = phase == SUCCEEDED
+            terminated: Obj = {"exitCode": 0 if ok else 1,
+                               "reason": "Completed" if ok else "Error",
+                               "startedAt": started, "finishedAt": stamp}
+            if not ok and instance.message:
+                terminated["message"] = instance.message
+            cs.update(ready=False, started=False, state={"terminated": terminated})
+        statuses.append(cs)
+    all_ready = phase == RUNNING and all(cs["ready"] for cs in statuses)
+    if phase == SUCCEEDED:
+        not_ready = ("PodCompleted", "")
+    else:
+        unready = [cs["name"] for cs in statuses if not cs["ready"]]
+        not_ready = ("ContainersNotReady",
+                     f"containers with unready status: [{' '.join(unready)}]")
+    ready_reason, ready_message = ("", "") if all_ready else not_ready
+    status: Obj = {
+        "phase": phase,
+        "conditions": _conditions(pod, (
+            ("PodScheduled", True, "", ""),
+            ("PodReadyToStartContainers", phase != PENDING, "", ""),
+            ("Initialized", True, "", ""),
+            ("ContainersReady", all_ready, ready_reason, ready_message),
+            ("Ready", all_ready, ready_reason, ready_message)), stamp),
+        "startTime": current.get("startTime") or _unix_rfc3339(instance.created_at, stamp),
+        "containerStatuses": statuses,
+    }
+    if instance.ip:
+        status.update(podIP=instance.ip, podIPs=[{"ip": instance.ip}], hostIP=instance.ip,
+                      hostIPs=[{"ip": instance.ip}])
+    if phase == FAILED and instance.message:
+        status["message"] = instance.message
+    return _clear(status, pod, "reason", "message")
+
+
+def provider_failed_status(pod: Obj, message: str, *, final: bool, now: dt.datetime) -> Obj:
+    """The pod status after the cloud refused its instance: reason ``ProviderFailed`` on a pod
+    still Pending (``final=False``, a retry is coming), or the pod Failed (``final=True``)."""
+    status: Obj = {"reason": REASON_PROVIDER_FAILED, "message": message}
+    if final:
+        status["phase"] = "Failed"
+        status["conditions"] = _conditions(pod, (
+            ("ContainersReady", False, REASON_PROVIDER_FAILED, message),
+            ("Ready", False, REASON_PROVIDER_FAILED, message)), _rfc3339(now))
+    return status
+
+
+def lost_pod_status(pod: Obj, message: str, *, now: dt.datetime) -> Obj:
+    """The pod status once its instance vanished: Failed with reason ``NotFound``; containers
+    terminated the way a kubelet reports a container it can no longer find."""
+    stamp = _rfc3339(now)
+    statuses = []
+    previous = {str(cs.get("name")): cs for cs in (pod.get("status") or {}).get(
+        "containerStatuses") or () if isinstance(cs, dict)}
+    for c in (pod.get("spec") or {}).get("containers") or ():
+        name = str(c.get("name") or "")
+        restarts = int((previous.get(name) or {}).get("restartCount") or 0)
+        statuses.append({
+            "name": name, "image": c.get("image") or "", "imageID": "", "ready": False,
+            "started": False, "restartCount": restarts,
+            "state": {"terminated": {
+                "exitCode": 137, "reason": "ContainerStatusUnknown",
+                "message": "The container could not be located when the pod was terminated",
+                "finishedAt": stamp}}})
+    return {"phase": "Failed", "reason": REASON_NOT_FOUND, "message": message,
+            "containerStatuses": statuses,
+            "conditions": _conditions(pod, (
+                ("ContainersReady", False, REASON_NOT_FOUND, message),
+                ("Ready", False, REASON_NOT_FOUND, message)), stamp)}
+
+
+def _status_key(status: Obj) -> tuple[Any, ...]:
+    conditions = tuple(sorted(
+        (str(c.get("type")), c.get("status"), c.get("reason") or "")
+        for c in status.get("conditions") or ()
+        if isinstance(c, dict) and c.get("type") in _POD_CONDITIONS))
+    containers = tuple(
+        (cs.get("name"), cs.get("ready"), cs.get("restartCount"),
+         next(iter(cs.get("state") or {}), ""))
+        for cs in status.get("containerStatuses") or () if isinstance(cs, dict))
+    return (status.get("phase"), status.get("podIP") or "", status.get("reason") or "",
+            status.get("message") or "", conditions, containers)
+
+
+def status_changed(pod: Obj, status: Obj) -> bool:
+    """Whether writing ``status`` would change what the pod reports (timestamps aside)."""
+    current = pod.get("status") or {}
+    merged = {**current, **{k: v for k, v in status.items() if v is not None}}
+    for key, v in status.items():
+        if v is None:
+            merged.pop(key, None)
+    if "conditions" in status:
+        by_type = _current_conditions(pod)
+        by_type.update({str(c["type"]): c for c in status["conditions"]})
+        merged["conditions"] = list(by_type.values())
+    return _status_key(merged) != _status_key(current)
+
+
+def event_note(op: str, instance_id: str, pool: str, result: str) -> str:
+    """The one format of every provider event note:
+    ``"<op> instance <id> in pool <pool>: <result>"`` (``-`` while the cloud has assigned no
+    id)."""
+    return f"{op} instance {instance_id or '-'} in pool {pool}: {result}"
+
+
+def parse_instance_annotation(pod: Obj) -> tuple[str, str] | None:
+    """``(pool, instance id)`` from the pod's ``wssp/cloud-instance`` annotation, if any."""
+    annotations = (pod.get("metadata") or {}).get("annotations") or {}
+    raw = annotations.get(ANNOTATION_INSTANCE)
+    if not isinstance(raw, str) or "/" not in raw:
+        return None
+    pool, _, instance_id = raw.partition("/")
+    return (pool, instance_id) if pool and instance_id else None
+
+
+def _rejected(exc: BaseException) -> bool:
+    """Whether a failed create will fail the same way again (the request is wrong), as opposed
+    to a cloud that is unavailable for now."""
+    return isinstance(exc, CloudError) and exc.kind in ("rejected", "not_found")
+
+
+# -- the work queue -----------------------------------------------------------------------------
+
+class _WorkQueue:
+    """client-go's workqueue on one loop: a key waits at most once, is handed to one worker at a
+    time, and a key added while being processed runs again when that worker is done."""
+
+    def __init__(self) -> None:
+        self._queue: asyncio.Queue[str] = asyncio.Queue()
+        self._dirty: set[str] = set()
+        self._processing: set[str] = set()
+        self._timers: dict[str, asyncio.TimerHandle] = {}
+
+    def add(self, key: str) -> None:
+        if key in self._dirty:
+            return
+        self._dirty.add(key)
+        if key not in self._processing:
+            self._queue.put_nowait(key)
+
+    def add_after(self, key: str, delay: float) -> None:
+        if delay <= 0:
+            self.add(key)
+            return
+        loop = asyncio.get_running_loop()
+        due = loop.time() + delay
+        timer = self._timers.get(key)
+        if timer is not None:
+            if timer.when() <= due:
+                return
+            timer.cancel()
+        self._timers[key] = loop.call_at(due, self._fire, key)
+
+    def _fire(self, key: str) -> None:
+        self._timers.pop(key, None)
+        self.add(key)
+
+    async def get(self) -> str:
+        key = await self._queue.get()
+        self._dirty.discard(key)
+        self._processing.add(key)
+        return key
+
+    def done(self, key: str) -> None:
+        self._processing.discard(key)
+        if key in self._dirty:
+            self._queue.put_nowait(key)
+
+    def close(self) -> None:
+        for timer in self._timers.values():
+            timer.cancel()
+        self._timers.clear()
+
+    def __len__(self) -> int:
+        return len(self._dirty) + len(self._processing)
+
+
+class _Retry(Exception):
+    """Internal: run this pod's key again after ``delay`` seconds."""
+
+    def __init__(self, delay: float) -> None:
+        super().__init__(f"retry in {delay:.2f}s")
+        self.delay = delay
+
+
+@dataclass(eq=False)
+class _Tracked:
+    """What the provider knows about one pod (by UID)."""
+
+    uid: str
+    namespace: str
+    name: str
+    pool: PoolConfig
+    instance_id: str = ""
+    instance: Instance | None = None     # last seen state of the instance
+    known_at: float = 0.0                # clock() when instance_id became known
+    seen_at: float = 0.0                 # clock() when `instance` was read
+    annotated: bool = False
+    create_attempted: bool = False
+    rejections: int = 0
+    unavailable: int = 0
+    next_create: float = 0.0
+    errors: int = 0                      # consecutive failed syncs, for the backoff
+    gave_up: bool = False
+    failure: str = ""                    # why we gave up
+    hooked: bool = False                 # on_create_failed has run
+    released: bool = False               # the instance is deleted (or never existed)
+    suspect: bool = False                # the last list did not show the instance
+    warned: bool = False
+
+    def reference(self) -> Obj:
+        return {"apiVersion": "v1", "kind": "Pod", "namespace": self.namespace,
+                "name": self.name, "uid": self.uid}
+
+
+def _utcnow() -> dt.datetime:
+    return dt.datetime.now(dt.timezone.utc)
+
+
+def _uid(pod: Obj) -> str:
+    return str((pod.get("metadata") or {}).get("uid") or "")
+
+
+def _terminating(pod: Obj) -> bool:
+    return bool((pod.get("metadata") or {}).get("deletionTimestamp"))
+
+
+def _phase(pod: Obj) -> str:
+    return str((pod.get("status") or {}).get("phase") or "")
+
+
+# -- the provider -------------------------------------------------------------------------------
+
+class VirtualPodProvider:
+    """Run the pods bound to the virtual nodes of ``pools`` as cloud instances; see the module
+    docstring.
+
+    ``recorder`` receives the pod events (none without it). ``metrics`` (see
+    :class:`ProviderMetrics`) receives the orphans collected and, at each pool listing, the
+    pods per phase and the hourly price of the live instances. Every count
+    (:data:`METRIC_NAMES`) is also kept in :attr:`counters` (and per pool in
+    :attr:`pool_counters`). ``on_create_failed(pod)`` runs once, after a pod was marked Failed
+    because the cloud kept refusing its instance (or the pod cannot run as one); exceptions in
+    it are logged. It is where the scheduler side can try another pool. ``create_retries`` is
+    the number of retries after the first refused create. Backoff starts at
+    ``retry_backoff_seconds`` and doubles up to ``retry_backoff_max_seconds`` (with jitter).
+    ``workers`` pods are handled concurrently; ``status_poll_seconds`` is how often a pool with
+    a Pending instance is listed. ``clock`` (monotonic seconds) drives grace periods and
+    backoff; ``wall_clock`` stamps statuses.
+    """
+
+    def __init__(self, client: KubeClient, adapter: CloudAdapter, pools: Sequence[PoolConfig],
+                 *, recorder: EventRecorder | None = None, orphan_grace_seconds: float = 60.0,
+                 reconcile_seconds: float = 10.0, create_retries: int = 3,
+                 metrics: ProviderMetrics | None = None,
+                 on_create_failed: OnCreateFailed | None = None,
+                 status_poll_seconds: float = 1.0, retry_backoff_seconds: float = 1.0,
+                 retry_backoff_max_seconds: float = 30.0, cloud_timeout_seconds: float = 30.0,
+                 workers: int = 16, clock: Callable[[], float] = time.monotonic,
+                 wall_clock: Callable[[], dt.datetime] = _utcnow,
+                 rng: random.Random | None = None) -> None:
+        if not pools:
+            raise ValueError("at least one pool is needed")
+        if len({p.name for p in pools}) != len(pools):
+            raise ValueError("pool names must be unique")
+        if min(reconcile_seconds, status_poll_seconds, retry_backoff_seconds,
+               cloud_timeout_seconds) <= 0:
+            raise ValueError("reconcile_seconds, status_poll_seconds, retry_backoff_seconds and "
+                             "cloud_timeout_seconds must be positive")
+        if retry_backoff_max_seconds < retry_backoff_seconds:
+            raise ValueError("retry_backoff_max_seconds must be at least retry_backoff_seconds")
+        if orphan_grace_seconds < 0 or create_retries < 0 or workers < 1:
+            raise ValueError("orphan_grace_seconds and create_retries must not be negative, "
+                             "workers must be at least 1")
+        self.client = client
+        self.adapter = adapter
+        self.pools = tuple(pools)
+        self.recorder = recorder
+        self.metrics = metrics
+        self.on_create_failed = on_create_failed
+        self.orphan_grace_seconds = orphan_grace_seconds
+        self.reconcile_seconds = reconcile_seconds
+        self.status_poll_seconds = status_poll_seconds
+        self.create_retries = create_retries
+        self.retry_backoff_seconds = retry_backoff_seconds
+        self.retry_backoff_max_seconds = retry_backoff_max_seconds
+        self.cloud_timeout_seconds = cloud_timeout_seconds
+        self.workers = workers
+        self._clock = clock
+        self._wall_clock = wall_clock
+        self._rng = rng or random.Random()
+        self._by_node = {p.node_name: p for p in pools}
+        self.counters: collections.Counter[str] = collections.Counter(
+            {name: 0 for name in METRIC_NAMES})
+        self.pool_counters: dict[str, collections.Counter[str]] = {
+            p.name: collections.Counter() for p in pools}
+        self._pods: dict[str, Obj] = {}                    # uid -> pod, from the informers
+        self._tracked: dict[str, _Tracked] = {}            # uid -> state
+        self._listed: dict[str, dict[str, Instance]] = {}  # pool -> pod uid -> instance
+        self._orphans: dict[tuple[str, str], float] = {}   # (pool, id) -> first seen
+        self._deleted: dict[tuple[str, str], float] = {}   # (pool, id) -> when we deleted it
+        self._queue: _WorkQueue | None = None
+        self._primed: asyncio.Event | None = None
+        self._informers: list[Informer] = []
+        self._tasks: list[asyncio.Task[None]] = []
+
+    # -- lifecycle -----------------------------------------------------------------------------
+
+    @property
+    def running(self) -> bool:
+        return bool(self._tasks)
+
+    async def start(self) -> None:
+        """Start the informers, the workers and the reconciler. Returns at once; work begins
+        when the informers have synced and the pools have been listed once (see
+        :meth:`wait_primed`)."""
+        if self._tasks:
+            return
+        loop = asyncio.get_running_loop()
+        # Every start rebuilds the state from the API server and the cloud.
+        self._pods.clear()
+        self._tracked.clear()
+        self._listed.clear()
+        self._orphans.clear()
+        self._queue = _WorkQueue()
+        self._primed = asyncio.Event()
+        self._informers = [
+            Informer(self.client, api_path("v1", "pods"),
+                     field_selector=f"spec.nodeName={p.node_name}", on_add=self._on_pod,
+                     on_update=self._on_pod_update, on_delete=self._on_pod_delete,
+                     name=f"virtual pods {p.node_name}")
+            for p in self.pools]
+        for informer in self._informers:
+            informer.start()
+        self._tasks = [loop.create_task(self._run(), name="virtual provider reconciler")]
+        self._tasks += [loop.create_task(self._worker(), name=f"virtual provider worker {i}")
+                        for i in range(self.workers)]
+
+    async def wait_primed(self, timeout: float | None = None) -> bool:
+        """Wait until the provider has rebuilt its state and works; False on timeout."""
+        if self._primed is None:
+            return False
+        try:
+            await bounded(self._primed.wait(), timeout)
+            return True
+        except asyncio.TimeoutError:
+            return False
+
+    async def stop(self) -> None:
+        """Stop every task (a create in flight is abandoned: its instance is adopted, or
+        collected, by the next run). The cloud adapter is the caller's to close."""
+        tasks, self._tasks = self._tasks, []
+        for task in tasks:
+            await cancel_and_wait(task)
+        for informer in self._informers:
+            await informer.stop()
+        self._informers = []
+        if self._queue is not None:
+            self._queue.close()
+
+    # -- informer handlers (quick, on the loop) ------------------------------------------------
+
+    def _on_pod(self, pod: Obj) -> None:
+        uid = _uid(pod)
+        if uid and self._queue is not None:
+            self._pods[uid] = pod
+            self._queue.add(uid)
+
+    def _on_pod_update(self, old: Obj, new: Obj) -> None:
+        self._on_pod(new)
+
+    def _on_pod_delete(self, pod: Obj) -> None:
+        uid = _uid(pod)
+        if uid and self._queue is not None:
+            self._pods.pop(uid, None)
+            self._queue.add(uid)
+
+    # -- bookkeeping ---------------------------------------------------------------------------
+
+    def _count(self, name: str, pool: str, amount: int = 1) -> None:
+        self.counters[name] += amount
+        self.pool_counters[pool][name] += amount
+        if name == METRIC_ORPHANS_COLLECTED and self.metrics is not None:
+            self.metrics.cloud_orphans_collected.labels(pool).inc(amount)
+
+    def _export_gauges(self, pool: PoolConfig, instances: Sequence[Instance]) -> None:
+        """Pods per phase and the price of the live instances, for one pool."""
+        if self.metrics is None:
+            return
+        phases = collections.Counter(
+            _phase(p) or "Pending" for p in self._pods.values() if self._pool_of(p) is pool)
+        for phase in ("Pending", "Running", "Succeeded", "Failed"):
+            self.metrics.virtual_pods.labels(pool.name, phase).set(phases.get(phase, 0))
+        cost = sum(i.price_per_hour for i in instances if i.phase in (PENDING, RUNNING))
+        self.metrics.cloud_cost_per_hour.labels(pool.name).set(cost)
+
+    def _event(self, regarding: Obj, type_: EventType, reason: str, action: str,
+               note: str) -> None:
+        if self.recorder is not None:
+            self.recorder.record(regarding, type_=type_, reason=reason, action=action, note=note)
+
+    def _backoff(self, failures: int) -> float:
+        nominal = min(self.retry_backoff_seconds * 2.0 ** max(failures - 1, 0),
+                      self.retry_backoff_max_seconds)
+        return min(nominal * (0.75 + 0.5 * self._rng.random()), self.retry_backoff_max_seconds)
+
+    def _pool_of(self, pod: Obj) -> PoolConfig | None:
+        return self._by_node.get(str((pod.get("spec") or {}).get("nodeName") or ""))
+
+    def _track(self, pod: Obj, pool: PoolConfig) -> _Tracked:
+        meta = pod["metadata"]
+        st = _Tracked(uid=meta["uid"], namespace=str(meta.get("namespace") or "default"),
+                      name=str(meta.get("name") or ""), pool=pool)
+        listed = self._listed.get(pool.name, {}).get(st.uid)
+        recorded = parse_instance_annotation(pod)
+        if recorded is not None:
+            if recorded[0] != pool.name:
+                log.warning("instance annotation names another pool; using the node's pool",
+                            pod=f"{st.namespace}/{st.name}", annotation=recorded[0],
+                            pool=pool.name)
+            st.instance_id = recorded[1]
+            st.annotated = True
+            st.create_attempted = True
+        elif listed is not None:
+            # Created before a restart, before the annotation was written: adopt it.
+            st.instance_id = listed.id
+        if st.instance_id:
+            st.known_at = self._clock()
+            if listed is not None and listed.id == st.instance_id:
+                st.instance = listed
+                st.seen_at = self._clock()
+            elif (_phase(pod) in _TERMINAL and recorded is not None
+                  and pool.name in self._listed):
+                # A finished pod whose instance the last (successful) list no longer shows:
+                # already released, so a restart does not delete every finished pod again.
+                st.released = True
+        self._tracked[st.uid] = st
+        return st
+
+    # -- the workers ---------------------------------------------------------------------------
+
+    async def _worker(self) -> None:
+        assert self._queue is not None and self._primed is not None
+        await self._primed.wait()
+        queue = self._queue
+        while True:
+            uid = await queue.get()
+            try:
+                await self._sync(uid)
+                st = self._tracked.get(uid)
+                if st is not None:
+                    st.errors = 0
+            except asyncio.CancelledError:
+                raise
+            except _Retry as retry:
+                queue.add_after(uid, retry.delay)
+            except Exception as exc:
+                st = self._tracked.get(uid)
+                errors = 1
+                if st is not None:
+                    st.errors += 1
+                    errors = st.errors
+                delay = self._backoff(errors)
+                if isinstance(exc, KubeError):
+                    log.warning("pod sync failed; will retry", uid=uid, error=str(exc),
+                                retry_in=round(delay, 2))
+                else:
+                    log.exception("pod sync failed unexpectedly; will retry", uid=uid)
+                queue.add_after(uid, delay)
+            finally:
+                queue.done(uid)
+
+    async def _sync(self, uid: str) -> None:
+        """Bring one pod and its instance in line. Raises :class:`_Retry` or a KubeError to be
+        run again later."""
+        pod = self._pods.get(uid)
+        st = self._tracked.get(uid)
+        if pod is None:
+            if st is not None:
+                await self._release(st, "pod deleted")
+                self._tracked.pop(uid, None)
+            return
+        pool = self._pool_of(pod)
+        if pool is None:
+            return
+        if st is None:
+            st = self._track(pod, pool)
+        if _terminating(pod):
+            await self._release(st, "pod deleted")
+            await self._remove_pod(pod)
+            return
+        if _phase(pod) in _TERMINAL:
+            if st.instance_id and not st.released:
+                await self._release(st, f"pod {_phase(pod)}")
+            return
+        listed = self._listed.get(pool.name, {}).get(uid)
+        if not st.instance_id and listed is not None:
+            # A create whose answer was lost (a timeout) did happen: adopt its instance.
+            st.instance_id, st.instance = listed.id, listed
+            st.known_at = st.seen_at = self._clock()
+            st.create_attempted = True
+        if not st.instance_id:
+            if not await self._create(pod, st):
+                return
+            current = self._pods.get(uid)
+            if current is None or _terminating(current):
+                return  # the key runs again (the handler queued it): the instance goes then
+            pod = current
+        if not st.annotated:
+            await self._annotate(pod, st)
+        instance = await self._instance(st)
+        if instance is None:
+            await self._mark_lost(pod, st)
+            return
+        await self._write_status(pod, instance)
+        if instance.phase in (SUCCEEDED, FAILED):
+            await self._release(st, f"instance {instance.phase}")
+
+    # -- create --------------------------------------------------------------------------------
+
+    async def _create(self, pod: Obj, st: _Tracked) -> bool:
+        """Create the pod's instance; True when it exists now."""
+        if st.gave_up:
+            await self._finish_give_up(pod, st)
+            return False
+        wait = st.next_create - self._clock()
+        if wait > 0:
+            raise _Retry(wait)
+        pool = st.pool.name
+        try:
+            conversion = build_instance_request(pod, pool)
+        except PodConversionError as exc:
+            self._event(pod, "Warning", REASON_CREATE_FAILED, ACTION_CREATE,
+                        event_note("create", "", pool, f"invalid pod: {exc}"))
+            await self._give_up(pod, st, f"the pod cannot run as a cloud instance: {exc}")
+            return False
+        if conversion.skipped and not st.warned:
+            st.warned = True
+            self._event(pod, "Warning", REASON_UNSUPPORTED, ACTION_CREATE,
+                        "; ".join(conversion.skipped))
+        st.create_attempted = True
+        try:
+            instance = await bounded(self.adapter.create(conversion.request),
+                                     self.cloud_timeout_seconds)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            await self._create_failed(pod, st, exc)
+            return False
+        st.instance_id = instance.id
+        st.instance = instance
+        st.known_at = st.seen_at = self._clock()
+        st.rejections = st.unavailable = 0
+        st.released = False
+        self._count(METRIC_INSTANCES_CREATED, pool)
+        self._event(pod, "Normal", REASON_CREATE, ACTION_CREATE,
+                    event_note("create", instance.id, pool, f"created ({instance.phase})"))
+        log.info("instance created", pod=f"{st.namespace}/{st.name}", pool=pool,
+                 instance=instance.id, phase=instance.phase)
+        return True
+
+    async def _create_failed(self, pod: Obj, st: _Tracked, exc: BaseException) -> None:
+        pool = st.pool.name
+        what = describe_cloud_failure(exc)
+        self._count(METRIC_CREATE_FAILURES, pool)
+        if not isinstance(exc, (CloudError, asyncio.TimeoutError)):
+            log.error("cloud adapter failed unexpectedly; treated as unavailable", pool=pool,
+                      error=what, exc_info=exc)
+        if not _rejected(exc):
+            st.unavailable += 1
+            delay = self._backoff(st.unavailable)
+            st.next_create = self._clock() + delay
+            self._event(pod, "Warning", REASON_CREATE_FAILED, ACTION_CREATE,
+                        event_note("create", "", pool, f"{what}; retrying"))
+            log.info("cloud unavailable for a create; will retry", pool=pool,
+                     pod=f"{st.namespace}/{st.name}", error=what, retry_in=round(delay, 2))
+            raise _Retry(delay)
+        st.rejections += 1
+        if st.rejections > self.create_retries:
+            self._event(pod, "Warning", REASON_CREATE_FAILED, ACTION_CREATE,
+                        event_note("create", "", pool, f"{what}; giving up after "
+                                   f"{st.rejections} attempts"))
+            await self._give_up(pod, st, f"pool {pool} refused the instance "
+                                f"{st.rejections} times: {what}")
+            return
+        delay = self._backoff(st.rejections)
+        st.next_create = self._clock() + delay
+        self._event(pod, "Warning", REASON_CREATE_FAILED, ACTION_CREATE,
+                    event_note("create", "", pool, f"{what}; retry {st.rejections} of "
+                               f"{self.create_retries}"))
+        message = (f"pool {pool} refused the instance: {what} (retry {st.rejections} of "
+                   f"{self.create_retries})")
+        await self._patch_status(pod, provider_failed_status(pod, message, final=False,
+                                                             now=self._wall_clock()))
+        raise _Retry(delay)
+
+    async def _give_up(self, pod: Obj, st: _Tracked, message: str) -> None:
+        """Mark the pod Failed (reason ProviderFailed) and hand it to ``on_create_failed``."""
+        st.gave_up = True
+        st.released = True
+        st.failure = message
+        self._count(METRIC_PODS_FAILED, st.pool.name)
+        log.warning("pod failed: the cloud refused its instance", pod=f"{st.namespace}/{st.name}",
+                    pool=st.pool.name, message=message)
+        await self._finish_give_up(pod, st)
+
+    async def _finish_give_up(self, pod: Obj, st: _Tracked) -> None:
+        """Write the Failed status (again, if an earlier write failed), then run the hook once."""
+        if _phase(pod) != "Failed":
+            await self._patch_status(pod, provider_failed_status(pod, st.failure, final=True,
+                                                                 now=self._wall_clock()))
+        if st.hooked:
+            return
+        st.hooked = True
+        if self.on_create_failed is not None:
+            try:
+                await self.on_create_failed(pod)
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.exception("on_create_failed hook failed", pod=f"{st.namespace}/{st.name}")
+
+    async def _annotate(self, pod: Obj, st: _Tracked) -> None:
+        """Record the instance on the pod, so a restarted provider finds it."""
+        meta = pod["metadata"]
+        recorded = parse_instance_annotation(pod)
+        if recorded is None or recorded[1] != st.instance_id:
+            try:
+                await self.client.patch(
+                    api_path("v1", "pods", namespace=st.namespace, name=st.name),
+                    {"metadata": {"uid": meta["uid"], "annotations": {
+                        ANNOTATION_INSTANCE: f"{st.pool.name}/{st.instance_id}"}}}, "merge")
+            except (NotFoundError, ConflictError):
+                return  # the pod is gone (or replaced): its delete event releases the instance
+        st.annotated = True
+
+    # -- status --------------------------------------------------------------------------------
+
+    async def _instance(self, st: _Tracked) -> Instance | None:
+        """The pod's instance as the cloud last reported it; ``None`` if it is gone. Reads it
+        when nothing recent is known (or the last list missed it)."""
+        if st.instance is not None and not st.suspect:
+            return st.instance
+        try:
+            instance = await bounded(self.adapter.get(st.pool.name, st.instance_id),
+                                     self.cloud_timeout_seconds)
+        except asyncio.CancelledError:
+            raise
+        except CloudError as exc:
+            if exc.kind == "not_found":
+                return None
+            if st.instance is not None:
+                return st.instance  # keep reporting what we know; the next list checks again
+            st.errors += 1
+            raise _Retry(self._backoff(st.errors)) from None
+        except asyncio.TimeoutError:
+            st.errors += 1
+            raise _Retry(self._backoff(st.errors)) from None
+        st.instance = instance
+        st.seen_at = self._clock()
+        st.suspect = False
+        return instance
+
+    async def _write_status(self, pod: Obj, instance: Instance) -> None:
+        status = instance_pod_status(pod, instance, now=self._wall_clock())
+        if status_changed(pod, status):
+            await self._patch_status(pod, status)
+
+    async def _patch_status(self, pod: Obj, status: Obj) -> None:
+        meta = pod["metadata"]
+        try:
+            await self.client.patch_pod_status(
+                str(meta.get("namespace") or "default"), str(meta["name"]),
+                {"metadata": {"uid": meta["uid"]}, "status": status})
+        except (NotFoundError, ConflictError):
+            pass  # gone or replaced: the informer tells us what happened
+
+    async def _mark_lost(self, pod: Obj, st: _Tracked) -> None:
+        pool = st.pool.name
+        message = f"instance {st.instance_id} in pool {pool} no longer exists"
+        await self._patch_status(pod, lost_pod_status(pod, message, now=self._wall_clock()))
+        st.released = True
+        st.suspect = False
+        self._count(METRIC_PODS_LOST, pool)
+        self._event(pod, "Warning", REASON_INSTANCE_NOT_FOUND, ACTION_GET,
+                    event_note("get", st.instance_id, pool, "not found; pod marked Failed"))
+        log.warning("instance vanished; pod marked Failed", pod=f"{st.namespace}/{st.name}",
+                    pool=pool, instance=st.instance_id)
+
+    # -- delete --------------------------------------------------------------------------------
+
+    async def _instance_ids(self, st: _Tracked) -> list[str]:
+        if st.instance_id:
+            return [st.instance_id]
+        listed = self._listed.get(st.pool.name, {}).get(st.uid)
+        if listed is not None:
+            return [listed.id]
+        if not st.create_attempted and st.pool.name in self._listed:
+            return []  # never created by this process, and not in the (successful) last list
+        # A create whose outcome is unknown (a timeout, a cancelled call): ask the cloud.
+        try:
+            instances = await bounded(self.adapter.list(st.pool.name),
+                                      self.cloud_timeout_seconds)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            st.errors += 1
+            log.info("listing the pool to find an instance failed; will retry",
+                     pool=st.pool.name, error=describe_cloud_failure(exc))
+            raise _Retry(self._backoff(st.errors)) from None
+        return [i.id for i in instances if i.pod_uid == st.uid]
+
+    async def _release(self, st: _Tracked, why: str) -> None:
+        """Delete the pod's instance (idempotent). Raises :class:`_Retry` while the cloud
+        cannot confirm it."""
+        if st.released:
+            return
+        pool = st.pool.name
+        for instance_id in await self._instance_ids(st):
+            try:
+                await bounded(self.adapter.delete(pool, instance_id), self.cloud_timeout_seconds)
+                result = f"deleted ({why})"
+                self._count(METRIC_INSTANCES_DELETED, pool)
+            except asyncio.CancelledError:
+                raise
+            except CloudError as exc:
+                if exc.kind != "not_found":
+                    await self._delete_failed(st, instance_id, exc)
+                result = f"already gone ({why})"
+            except Exception as exc:
+                await self._delete_failed(st, instance_id, exc)
+            self._deleted[(pool, instance_id)] = self._clock()
+            self._listed.get(pool, {}).pop(st.uid, None)
+            self._event(st.reference(), "Normal", REASON_DELETE, ACTION_DELETE,
+                        event_note("delete", instance_id, pool, result))
+            log.info("instance deleted", pod=f"{st.namespace}/{st.name}", pool=pool,
+                     instance=instance_id, why=why)
+        st.released = True
+
+    async def _delete_failed(self, st: _Tracked, instance_id: str,
+                             exc: BaseException) -> NoReturn:
+        pool = st.pool.name
+        what = describe_cloud_failure(exc)
+        st.errors += 1
+        delay = self._backoff(st.errors)
+        self._count(METRIC_DELETE_FAILURES, pool)
+        self._event(st.reference(), "Warning", REASON_DELETE_FAILED, ACTION_DELETE,
+                    event_note("delete", instance_id, pool, f"{what}; retrying"))
+        log.info("instance delete failed; will retry", pool=pool, instance=instance_id,
+                 error=what, retry_in=round(delay, 2))
+        raise _Retry(delay)
+
+    async def _remove_pod(self, pod: Obj) -> None:
+        """The kubelet's last word on a deleted pod: remove the object (grace 0, same UID)."""
+        meta = pod["metadata"]
+        try:
+            await self.client.delete(
+                api_path("v1", "pods", namespace=str(meta.get("namespace") or "default"),
+                         name=str(meta["name"])), grace_period_seconds=0, uid=str(meta["uid"]))
+        except (NotFoundError, ConflictError):
+            pass
+
+    # -- the reconciler ------------------------------------------------------------------------
+
+    async def _run(self) -> None:
+        """Prime (informers synced, pools listed, every pod queued), then reconcile."""
+        assert self._primed is not None and self._queue is not None
+        for informer in self._informers:
+            await informer.synced.wait()
+        await asyncio.gather(*(self._reconcile_pool(p, full=False) for p in self.pools))
+        for uid in list(self._pods):
+            self._queue.add(uid)
+        self._primed.set()
+        log.info("virtual pod provider primed", pods=len(self._pods),
+                 instances=sum(len(v) for v in self._listed.values()))
+        last_full = self._clock()
+        while True:
+            await asyncio.sleep(min(self.status_poll_seconds, self.reconcile_seconds))
+            full = self._clock() - last_full >= self.reconcile_seconds
+            if full:
+                last_full = self._clock()
+            pools = [p for p in self.pools if full or self._has_pending(p)]
+            await asyncio.gather(*(self._reconcile_pool(p, full=full) for p in pools))
+
+    def _has_pending(self, pool: PoolConfig) -> bool:
+        return any(st.pool is pool and st.instance is not None and not st.released
+                   and st.instance.phase == PENDING for st in self._tracked.values())
+
+    async def _reconcile_pool(self, pool: PoolConfig, *, full: bool) -> None:
+        """List the pool; queue pods whose instance changed; on a full pass also collect
+        orphans and suspect vanished instances. Never raises."""
+        started = self._clock()
+        try:
+            instances = await bounded(self.adapter.list(pool.name), self.cloud_timeout_seconds)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            # Judge nothing on a failed list: no orphan, no vanished instance.
+            log.info("listing the pool failed", pool=pool.name,
+                     error=describe_cloud_failure(exc))
+            return
+        try:
+            await self._reconcile_listed(pool, instances, started, full=full)
+            self._export_gauges(pool, instances)
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            log.exception("reconciling the pool failed", pool=pool.name)
+
+    async def _reconcile_listed(self, pool: PoolConfig, instances: Sequence[Instance],
+                                started: float, *, full: bool) -> None:
+        assert self._queue is not None
+        now = self._clock()
+        listed: dict[str, Instance] = {}
+        strays: list[Instance] = []
+        for inst in instances:
+            pod = self._pods.get(inst.pod_uid)
+            st = self._tracked.get(inst.pod_uid)
+            ours = (pod is not None and self._pool_of(pod) is pool
+                    and (st is None or not st.instance_id or st.instance_id == inst.id)
+                    and inst.pod_uid not in listed)
+            if not ours:
+                if st is None or st.released or st.instance_id != inst.id:
+                    strays.append(inst)
+                continue
+            listed[inst.pod_uid] = inst
+            if st is None or not st.instance_id:
+                self._queue.add(inst.pod_uid)       # adopt it
+            elif st.instance != inst or st.suspect:
+                st.instance = inst
+                st.seen_at = now
+                st.suspect = False
+                self._queue.add(inst.pod_uid)
+        self._listed[pool.name] = listed
+        if not full:
+            return
+        self._prune_deleted(now)
+        # Pods whose instance did not show up, although it was known before the list began.
+        for uid, st in self._tracked.items():
+            if (st.pool is pool and st.instance_id and not st.released and not st.suspect
+                    and st.known_at < started and uid not in listed):
+                pod = self._pods.get(uid)
+                if pod is not None and not _terminating(pod) and _phase(pod) not in _TERMINAL:
+                    st.suspect = True
+                    self._queue.add(uid)
+        seen: set[tuple[str, str]] = set()
+        for inst in strays:
+            key = (pool.name, inst.id)
+            seen.add(key)
+            first = self._orphans.setdefault(key, now)
+            if now - first >= self.orphan_grace_seconds:
+                if await self._collect_orphan(pool, inst):
+                    seen.discard(key)
+        for key in [k for k in self._orphans if k[0] == pool.name and k not in seen]:
+            del self._orphans[key]
+
+    def _prune_deleted(self, now: float) -> None:
+        horizon = max(self.orphan_grace_seconds, self.reconcile_seconds) * 2
+        for key in [k for k, at in self._deleted.items() if now - at > horizon]:
+            del self._deleted[key]
+
+    async def _collect_orphan(self, pool: PoolConfig, inst: Instance) -> bool:
+        """Delete an instance whose pod has been gone for the grace period; True when done."""
+        key = (pool.name, inst.id)
+        # The informer may lag behind: ask the API server before deleting a running workload.
+        if inst.namespace and inst.name:
+            try:
+                pod = await self.client.get(api_path("v1", "pods", namespace=inst.namespace,
+                                                     name=inst.name))
+            except NotFoundError:
+                pod = None
+            except KubeError as exc:
+                log.info("cannot check the pod of a stray instance; trying later",
+                         pool=pool.name, instance=inst.id, error=str(exc))
+                return False
+            if pod is not None and _uid(pod) == inst.pod_uid and self._pool_of(pod) is pool:
+                self._orphans.pop(key, None)
+                return False
+        try:
+            await bounded(self.adapter.delete(pool.name, inst.id), self.cloud_timeout_seconds)
+        except asyncio.CancelledError:
+            raise
+        except CloudError as exc:
+            if exc.kind != "not_found":
+                self._count(METRIC_DELETE_FAILURES, pool.name)
+                log.info("deleting an orphan instance failed; trying later", pool=pool.name,
+                         instance=inst.id, error=describe_cloud_failure(exc))
+                return False
+        except Exception as exc:
+            self._count(METRIC_DELETE_FAILURES, pool.name)
+            log.info("deleting an orphan instance failed; trying later", pool=pool.name,
+                     instance=inst.id, error=describe_cloud_failure(exc))
+            return False
+        self._orphans.pop(key, None)
+        if key not in self._deleted:
+            self._count(METRIC_ORPHANS_COLLECTED, pool.name)
+            self._count(METRIC_INSTANCES_DELETED, pool.name)
+            self._event({"apiVersion": "v1", "kind": "Pod", "namespace": inst.namespace,
+                         "name": inst.name, "uid": inst.pod_uid}, "Normal", REASON_DELETE,
+                        ACTION_DELETE, event_note("delete", inst.id, pool.name,
+                                                  "deleted (orphan: its pod is gone)"))
+            log.warning("orphan instance collected", pool=pool.name, instance=inst.id,
+                        pod=f"{inst.namespace}/{inst.name}", pod_uid=inst.pod_uid)
+        self._deleted[key] = self._clock()
+        return True
