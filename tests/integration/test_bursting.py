@@ -93,11 +93,17 @@ def running(core: client.CoreV1Api, ns: str, name: str) -> bool:
 
 
 @pytest.fixture
-def ns(core: client.CoreV1Api, request: pytest.FixtureRequest) -> str:
+def ns(core: client.CoreV1Api, request: pytest.FixtureRequest) -> Iterator[str]:
+    """A namespace per test, deleted afterwards (with its pods) so capacity is free again."""
     import hashlib
     name = "b-" + hashlib.sha1(request.node.name.encode()).hexdigest()[:8]
     core.create_namespace({"metadata": {"name": name}})
-    return name
+    yield name
+    for d in client.AppsV1Api(core.api_client).list_namespaced_deployment(name).items:
+        client.AppsV1Api(core.api_client).delete_namespaced_deployment(d.metadata.name, name)
+    core.delete_collection_namespaced_pod(name, grace_period_seconds=0)
+    wait_for(lambda: not core.list_namespaced_pod(name).items, timeout=30,
+             what="the test's pods to be gone")
 
 
 def test_virtual_nodes_show_the_pool_quota(scheduler: SchedulerThread,
@@ -202,3 +208,41 @@ def test_virtual_pods_are_deleted_with_their_instances(
     wait_for(gone, timeout=20, what="the virtual pod to be finalized")
     wait_for(lambda: uid not in {i.pod_uid for i in cloud.call(lambda: cloud.sim.list("aci"))},
              timeout=10, what="its instance to be deleted")
+
+
+def test_a_pdb_that_allows_no_disruption_keeps_pods_on_the_cloud(
+        scheduler: SchedulerThread, core: client.CoreV1Api, api: client.ApiClient,
+        ns: str) -> None:
+    apps, policy = client.AppsV1Api(api), client.PolicyV1Api(api)
+    for i in range(8):
+        core.create_namespaced_pod(ns, pod(f"hold-{i}", labels={"role": "hold"}))
+    wait_for(lambda: sum(1 for p in core.list_namespaced_pod(ns, label_selector="role=hold")
+                         .items if p.spec.node_name) == 8, what="the holders to bind")
+    policy.create_namespaced_pod_disruption_budget(ns, {
+        "metadata": {"name": "api"},
+        "spec": {"maxUnavailable": 0, "selector": {"matchLabels": {"app": "api"}}}})
+    apps.create_namespaced_deployment(ns, {
+        "metadata": {"name": "api"},
+        "spec": {"replicas": 3, "selector": {"matchLabels": {"app": "api"}},
+                 "template": {"metadata": {"labels": {"app": "api"}},
+                              "spec": pod("x")["spec"]}}})
+
+    def api_pods() -> list[Any]:
+        return [p for p in core.list_namespaced_pod(ns, label_selector="app=api").items
+                if p.metadata.deletion_timestamp is None]
+    wait_for(lambda: len(api_pods()) == 3 and all(
+        p.status.phase == "Running" for p in api_pods()), timeout=30, what="api to run")
+    on_cloud = {p.metadata.name for p in api_pods() if p.spec.node_name.startswith("wssp-")}
+    assert on_cloud
+    for p in core.list_namespaced_pod(ns, label_selector="role=hold").items:
+        if p.spec.node_name and p.spec.node_name.startswith("real"):
+            core.delete_namespaced_pod(p.metadata.name, ns)
+
+    def refused() -> bool:
+        events = core.list_namespaced_event(ns).items
+        return any(e.reason == "RebalanceSkipped" and "PodDisruptionBudget" in e.message
+                   for e in events)
+    wait_for(refused, timeout=30, what="the eviction to be refused by the PDB")
+    # Nothing was disrupted: the same pods still run on the cloud.
+    assert {p.metadata.name for p in api_pods()
+            if p.spec.node_name.startswith("wssp-")} == on_cloud
