@@ -144,18 +144,22 @@ class ReplicaSetController(Controller):
         out = []
         uid = stored.uid
         for s in list(self.registry.store.iter(self.registry.pods, stored.namespace)):
-            pod = s.obj
-            ref = _controller_ref(pod)
             matches = selector.matches(s.labels)
+            if not matches and uid not in s.owner_uids:
+                continue  # neither ours nor adoptable: no need to decode it
+            view = s.view  # shared and read-only; writes below go through a private copy
+            ref = _controller_ref(view)
             if ref is not None and ref.get("uid") == uid:
                 if matches:
-                    out.append(pod)
-                elif not pod["metadata"].get("deletionTimestamp"):
+                    out.append(view)
+                elif not view["metadata"].get("deletionTimestamp"):
+                    pod = s.obj
                     pod["metadata"]["ownerReferences"] = [
                         r for r in pod["metadata"]["ownerReferences"] if r.get("uid") != uid]
                     self.registry.update(self.registry.pods, s.namespace, s.name, pod)
-            elif ref is None and matches and _is_active(pod) \
+            elif ref is None and matches and _is_active(view) \
                     and not rs["metadata"].get("deletionTimestamp"):
+                pod = s.obj
                 pod["metadata"].setdefault("ownerReferences", []).append(
                     _owner_ref(rs, "ReplicaSet", "apps/v1"))
                 out.append(self.registry.update(self.registry.pods, s.namespace, s.name, pod))

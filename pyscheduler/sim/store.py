@@ -44,7 +44,7 @@ class Stored:
     """One immutable stored version of an object."""
 
     __slots__ = ("raw", "rv", "namespace", "name", "uid", "labels", "owner_uids", "_fields",
-                 "_plural", "_group")
+                 "_plural", "_group", "_view")
 
     def __init__(self, raw: bytes, obj: dict[str, Any], rv: int, rt: ResourceType) -> None:
         meta = obj.get("metadata") or {}
@@ -57,8 +57,16 @@ class Stored:
         self.owner_uids: tuple[str, ...] = tuple(
             ref.get("uid", "") for ref in meta.get("ownerReferences") or ())
         self._fields: dict[str, str] | None = None
+        self._view: dict[str, Any] | None = None
         self._plural = rt.plural
         self._group = rt.group
+
+    @property
+    def view(self) -> dict[str, Any]:
+        """The object decoded once and shared: read it, never change it (use :attr:`obj`)."""
+        if self._view is None:
+            self._view = orjson.loads(self.raw)
+        return self._view
 
     @property
     def obj(self) -> dict[str, Any]:

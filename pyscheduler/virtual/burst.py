@@ -74,11 +74,23 @@ class _PoolState:
     ready: bool = False
     labels: Mapping[str, str] = field(default_factory=dict)
     placed: dict[str, tuple[int, int]] = field(default_factory=dict)  # uid -> (cpu, memory)
+    cpu: int = 0      # sums over placed, kept as pods come and go
+    memory: int = 0
 
     def used(self) -> tuple[int, int, int]:
-        cpu = sum(c for c, _ in self.placed.values())
-        mem = sum(m for _, m in self.placed.values())
-        return cpu, mem, len(self.placed)
+        return self.cpu, self.memory, len(self.placed)
+
+    def add(self, uid: str, cpu: int, memory: int) -> None:
+        self.remove(uid)
+        self.placed[uid] = (cpu, memory)
+        self.cpu += cpu
+        self.memory += memory
+
+    def remove(self, uid: str) -> None:
+        old = self.placed.pop(uid, None)
+        if old is not None:
+            self.cpu -= old[0]
+            self.memory -= old[1]
 
 
 def burst_blocker(pod: Mapping[str, Any]) -> str | None:
@@ -138,11 +150,11 @@ class Burster:
 
     def place(self, node: str, uid: str, cpu_millis: int, memory_bytes: int) -> None:
         """Count a pod on a virtual node (idempotent by uid)."""
-        self.pools[self.by_node[node]].placed[uid] = (cpu_millis, memory_bytes)
+        self.pools[self.by_node[node]].add(uid, cpu_millis, memory_bytes)
 
     def forget(self, uid: str) -> None:
         for state in self.pools.values():
-            state.placed.pop(uid, None)
+            state.remove(uid)
 
     def placed_on(self, node: str) -> int:
         return len(self.pools[self.by_node[node]].placed)
