@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-stamp
 
 .PHONY: venv test typecheck lint-imports unit demo bench bench-apiserver bench-scheduler \
-	bench-fragments fragments toolchain test-wasmer clean
+	bench-fragments bench-bursting fragments toolchain test-wasmer clean
 
 $(STAMP): setup.cfg pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -52,7 +52,7 @@ demo: venv
 	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" bash hack/demo.sh
 
 # Benchmarks print figures and assert nothing about time.
-bench: bench-apiserver bench-scheduler bench-fragments
+bench: bench-apiserver bench-scheduler bench-fragments bench-bursting
 
 bench-apiserver: venv
 	$(PY) hack/bench_apiserver.py
@@ -64,6 +64,9 @@ bench-fragments: venv
 	$(PY) hack/bench_fragments.py all --json bench-fragments.json
 	@if [ -x .venv310/bin/python ] || bash hack/test_wasmer.sh --co -q >/dev/null 2>&1; then \
 	  .venv310/bin/python hack/bench_fragments.py algorithm --runtime wasmer; fi
+
+bench-bursting: venv
+	$(PY) hack/bench_bursting.py --pods 1000
 
 clean:
 	rm -rf $(VENV) .venv310 .mypy_cache .pytest_cache build *.egg-info

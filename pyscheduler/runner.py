@@ -84,8 +84,23 @@ class SchedulerApp:
         self.virtual_nodes = VirtualNodeManager(
             self.client, self.cloud, pools, heartbeat_seconds=vn.heartbeat_seconds,
             not_ready_after_seconds=vn.not_ready_after_seconds)
+        burster = self.scheduler.burster
+        assert burster is not None
+
+        async def create_failed(pod: dict[str, Any]) -> None:
+            # The pool kept refusing this pod: its replacement (a controller's next pod)
+            # tries the next pool instead.
+            from pyscheduler.framework.pod import PodSpecError, pod_info
+            try:
+                info = pod_info(pod)
+            except PodSpecError:
+                return
+            burster.refused(str((pod.get("spec") or {}).get("nodeName") or ""),
+                            info.requests.get("cpu", 0), info.requests.get("memory", 0))
+
         self.provider = VirtualPodProvider(
             self.client, self.cloud, pools, recorder=self.scheduler.recorder,
+            on_create_failed=create_failed,
             orphan_grace_seconds=vn.orphan_grace_seconds,
             reconcile_seconds=vn.reconcile_seconds, metrics=self.metrics)
         r = self.config.rebalancer

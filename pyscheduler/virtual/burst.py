@@ -18,7 +18,8 @@ of pods cannot overrun a pool between two decisions; :meth:`Burster.forget` undo
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import time
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -120,8 +121,14 @@ def burst_blocker(pod: Mapping[str, Any]) -> str | None:
 class Burster:
     """The pools in fallback order and what each holds."""
 
-    def __init__(self, pools: Sequence[PoolSettings]) -> None:
+    def __init__(self, pools: Sequence[PoolSettings], *, refusal_ttl: float = 300.0,
+                 clock: Callable[[], float] = time.monotonic) -> None:
         self.pools: dict[str, _PoolState] = {p.name: _PoolState(p) for p in pools}
+        # pool -> (cpu, memory, until): the cloud refused an instance this large; pods at
+        # least as large try the next pool until the refusal ages out.
+        self.refusals: dict[str, list[tuple[int, int, float]]] = {}
+        self.refusal_ttl = refusal_ttl
+        self.clock = clock
         self.order = [p.name for p in pools]
         self.by_node = {virtual_node_name(p.name): p.name for p in pools}
 
@@ -142,6 +149,19 @@ class Burster:
         state = self.pools[pool]
         state.settings = PoolSettings(state.settings.name, state.settings.platform,
                                       state.settings.max_pods, max_cpu_millis, max_memory_bytes)
+
+    def refused(self, node: str, cpu_millis: int, memory_bytes: int) -> None:
+        """The cloud kept refusing a pod of this size in this pool (the provider gave up)."""
+        pool = self.by_node.get(node)
+        if pool is not None:
+            self.refusals.setdefault(pool, []).append(
+                (cpu_millis, memory_bytes, self.clock() + self.refusal_ttl))
+
+    def _was_refused(self, pool: str, cpu_millis: int, memory_bytes: int) -> bool:
+        now = self.clock()
+        live = [r for r in self.refusals.get(pool, ()) if r[2] > now]
+        self.refusals[pool] = live
+        return any(cpu_millis >= c and memory_bytes >= m for c, m, _ in live)
 
     def node_gone(self, name: str) -> None:
         state = self.pools[self.by_node[name]]
@@ -183,6 +203,9 @@ class Burster:
             s = state.settings
             if not state.ready:
                 why.append(f"pool {name}: virtual node not ready")
+                continue
+            if self._was_refused(name, cpu_millis, memory_bytes):
+                why.append(f"pool {name}: recently refused an instance this large")
                 continue
             if not _matches(state.labels, virtual_node_name(name), node_selector or {},
                             required_terms):

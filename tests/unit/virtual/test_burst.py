@@ -99,3 +99,18 @@ def test_a_virtual_node_that_is_not_ready_takes_nothing() -> None:
     b.node_gone("wssp-virtual-eci")
     assert choose(b, make_pod().obj()) == (
         None, "cannot burst: pool aci: virtual node not ready; pool eci: virtual node not ready")
+
+
+def test_a_pool_that_kept_refusing_a_size_is_skipped_until_the_refusal_ages_out() -> None:
+    now = [0.0]
+    b = Burster([PoolSettings("aci", "azure"), PoolSettings("eci", "alibaba")],
+                refusal_ttl=60, clock=lambda: now[0])
+    for name in ("wssp-virtual-aci", "wssp-virtual-eci"):
+        b.node_seen(name, 100_000, 400 * GI, 100, True)
+    big = make_pod().req(cpu="2", memory="1Gi").obj()
+    small = make_pod().req(cpu="500m", memory="1Gi").obj()
+    b.refused("wssp-virtual-aci", 2000, GI)
+    assert choose(b, big)[0] == "wssp-virtual-eci"      # the next pool
+    assert choose(b, small)[0] == "wssp-virtual-aci"    # smaller pods still fit there
+    now[0] = 61.0
+    assert choose(b, big)[0] == "wssp-virtual-aci"
