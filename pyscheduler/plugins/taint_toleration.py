@@ -77,13 +77,33 @@ class TaintToleration:
             by_message[message] = rows if seen is None else seen | rows
         if not by_message:
             return FilterResult.all_pass()
+        if len(by_message) == 1:
+            (message, rows), = by_message.items()
+            return FilterResult(~rows, [Reason(message, rows, True)])
+        # A node with several untolerated taints is reported with the first of them in its
+        # own taint list, as kube's FindMatchingUntoleratedTaint does (not in the order the
+        # table happens to index taints, which differs between the table and a row view).
+        masks = {m: rows.copy() for m, rows in by_message.items()}
+        failing = np.zeros(n, np.int64)
+        for rows in by_message.values():
+            failing += rows
+        for slot in np.flatnonzero(failing > 1).tolist():
+            first = self._first_untolerated(ctx, slot)
+            for message, mask in masks.items():
+                mask[slot] = message == first
         charged = np.zeros(n, np.bool_)
-        reasons = []
-        for message, rows in by_message.items():
-            mine = rows & ~charged
-            charged |= mine
-            reasons.append(Reason(message, mine, True))
-        return FilterResult(~charged, reasons)
+        for rows in by_message.values():
+            charged |= rows
+        return FilterResult(~charged, [Reason(m, mask, True) for m, mask in masks.items()
+                                       if mask.any()])
+
+    @staticmethod
+    def _first_untolerated(ctx: CycleContext, slot: int) -> str | None:
+        info = ctx.table.infos[slot]
+        for taint in info.taints if info is not None else ():
+            if taint.effect in _DO_NOT_SCHEDULE and not _tolerated(ctx.pod.tolerations, taint):
+                return untolerated_taint_message(taint)
+        return None
 
     def filter_row(self, ctx: CycleContext, slot: int) -> bool:
         """:meth:`filter`'s verdict for one row (the pipeline's incremental path)."""

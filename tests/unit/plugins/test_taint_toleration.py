@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
-from pyscheduler.framework.nodetable import node_info
+from pyscheduler.framework.interface import CycleContext
+
+from pyscheduler.framework.nodetable import RowView, node_info
 from pyscheduler.plugins.taint_toleration import NAME, TaintToleration
 from tests.unit.plugins.builders import (
     NodeBuilder,
@@ -73,6 +76,19 @@ def test_each_failing_node_is_charged_once() -> None:
     got = outcome(TaintToleration().filter(ctx), ctx.table)
     assert got == {"n1": untolerated("a", "1"), "n2": untolerated("a", "1"),
                    "n3": untolerated("b", "2"), "n4": untolerated("a", "1")}
+
+
+def test_a_node_is_charged_its_own_first_untolerated_taint() -> None:
+    # "dedicated" is indexed first (n0 brings it), but n1 lists "gpu" first: kube reports the
+    # first untolerated taint of the node's own list.
+    nodes = [make_node("n0").taint("dedicated", "", "NoExecute").obj(),
+             make_node("n1").taint("gpu", "").taint("dedicated", "").obj()]
+    ctx = context(make_pod().obj(), nodes)
+    got = outcome(TaintToleration().filter(ctx), ctx.table)
+    assert got == {"n0": untolerated("dedicated", ""), "n1": untolerated("gpu", "")}
+    view = RowView(ctx.table, np.array([1]))
+    result = TaintToleration().filter(CycleContext(ctx.pod, view, ctx.request))  # type: ignore[arg-type]
+    assert [r.message for r in result.reasons] == ["node(s) had untolerated taint {gpu: }"]
 
 
 def test_does_not_apply_when_everything_is_tolerated() -> None:
