@@ -79,6 +79,11 @@ def pod(name: str, cpu: str = "1", labels: dict[str, str] | None = None,
                                                                 "memory": "256Mi"}}}]}}
 
 
+def milli(q: str) -> int:
+    from pyscheduler.api.quantity import milli_value
+    return milli_value(q)
+
+
 def pods_by_node(core: client.CoreV1Api, ns: str, selector: str = "") -> dict[str, list[str]]:
     out: dict[str, list[str]] = {}
     for p in core.list_namespaced_pod(ns, label_selector=selector).items:
@@ -125,12 +130,12 @@ def test_burst_then_move_back(scheduler: SchedulerThread, core: client.CoreV1Api
         core.create_namespaced_pod(ns, pod(f"filler-{i}", labels={"role": "filler"}))
     wait_for(lambda: sum(len(v) for k, v in pods_by_node(core, ns, "role=filler").items()
                          if k.startswith("real")) == 8, what="the fillers to bind")
-    # A Deployment of 20 and 3 bare pods: no real node fits, they burst.
+    # A Deployment of 200 and 3 bare pods: no real node fits, they burst.
     apps.create_namespaced_deployment(ns, {
         "metadata": {"name": "web"},
-        "spec": {"replicas": 20, "selector": {"matchLabels": {"app": "web"}},
+        "spec": {"replicas": 200, "selector": {"matchLabels": {"app": "web"}},
                  "template": {"metadata": {"labels": {"app": "web"}},
-                              "spec": pod("x")["spec"]}}})
+                              "spec": pod("x", cpu="250m")["spec"]}}})
     for i in range(3):
         core.create_namespaced_pod(ns, pod(f"bare-{i}", labels={"role": "bare"}))
     core.create_namespaced_pod(ns, pod("on-alibaba", labels={"wssp/cloud-platform": "alibaba"}))
@@ -139,12 +144,12 @@ def test_burst_then_move_back(scheduler: SchedulerThread, core: client.CoreV1Api
     def all_running() -> bool:
         pods = core.list_namespaced_pod(ns).items
         web = [p for p in pods if (p.metadata.labels or {}).get("app") == "web"]
-        return len(web) == 20 and all(p.status.phase == "Running" and p.status.pod_ip
+        return len(web) == 200 and all(p.status.phase == "Running" and p.status.pod_ip
                                       for p in web) and all(
             running(core, ns, n) for n in ("bare-0", "bare-1", "bare-2", "on-alibaba"))
     wait_for(all_running, timeout=60, what="every burst pod to run with an IP")
     placement = pods_by_node(core, ns)
-    assert len(placement["wssp-virtual-aci"]) == 23
+    assert len(placement["wssp-virtual-aci"]) == 203
     assert placement["wssp-virtual-eci"] == ["on-alibaba"]
     p = core.read_namespaced_pod("bare-0", ns)
     assert p.metadata.labels["wssp/virtual-node"] == "true"
@@ -159,19 +164,24 @@ def test_burst_then_move_back(scheduler: SchedulerThread, core: client.CoreV1Api
                 .items}
     assert web_uids <= on_cloud  # one instance per virtual pod, keyed by pod uid
 
-    # Free 4 cpu on the real nodes: the rebalancer moves 4 pods back (bare pods by copy,
-    # the Deployment's by eviction); the 'never' pod takes one slot first? It waits for a fit
-    # like any pod; the rebalancer only moves what still fits after it.
+    # Free 4 cpu on the real nodes: the rebalancer moves pods back (bare pods by copy, the
+    # Deployment's by eviction) until the freed cpu is used, never beyond it.
     core.delete_namespaced_pod("never", ns)
     for i in range(4):
         core.delete_namespaced_pod(f"filler-{i}", ns)
 
-    def real_count() -> int:
-        return sum(len(v) for k, v in pods_by_node(core, ns).items() if k.startswith("real"))
-    wait_for(lambda: real_count() == 8, timeout=60, what="four pods to move back")
-    # Never more than the real capacity, and every workload pod still exists somewhere.
+    def real_cpu() -> int:
+        total = 0
+        for p in core.list_namespaced_pod(ns).items:
+            if p.spec.node_name and p.spec.node_name.startswith("real") and \
+                    p.metadata.deletion_timestamp is None:
+                total += milli(p.spec.containers[0].resources.requests["cpu"])
+        return total
+    wait_for(lambda: real_cpu() >= 7000, timeout=60, what="pods to move back")
+    assert real_cpu() <= 8000  # never more than the real nodes hold
+    # Every workload pod still exists somewhere.
     wait_for(lambda: len([p for p in core.list_namespaced_pod(ns, label_selector="app=web")
-                          .items if p.metadata.deletion_timestamp is None]) == 20,
+                          .items if p.metadata.deletion_timestamp is None]) == 200,
              timeout=30, what="the Deployment to be whole")
     # Make-before-break: a moved bare pod briefly exists twice (the Ready copy, then the
     # original is deleted); in the end each is there once.
@@ -179,10 +189,14 @@ def test_burst_then_move_back(scheduler: SchedulerThread, core: client.CoreV1Api
                           if n.startswith("bare-")]) == 3, timeout=30,
              what="moved bare pods' originals to be deleted")
     placement = pods_by_node(core, ns)
-    assert sum(len(v) for k, v in placement.items() if k.startswith("real")) == 8
     moved = [n for n in placement.get("real-0", []) + placement.get("real-1", [])
              if "-rb-" in n or n.startswith("web-")]
-    assert len(moved) == 4, placement
+    assert moved, placement
+    for node in ("real-0", "real-1"):
+        used = sum(milli(p.spec.containers[0].resources.requests["cpu"])
+                   for p in core.list_namespaced_pod(ns, field_selector=f"spec.nodeName={node}")
+                   .items if p.metadata.deletion_timestamp is None)
+        assert used <= 4000, (node, used)
 
 
 def test_virtual_pods_are_deleted_with_their_instances(
