@@ -407,18 +407,23 @@ class Guest:
         r = len(self.resources)
         requirements, n_reqs = self._requirements(pod)
         head_size = 72 + 8 * r
-        strings = [pod.namespace.encode(), pod.name.encode(),
-                   _lines([f"{k}={v}" for k, v in pod.labels.items()]),
-                   _lines([f"{k}={v}" for k, v in pod.annotations.items() if "\n" not in v])]
-        offset = head_size + len(requirements)
-        spans: list[int] = []
-        for s in strings:
-            spans.extend((offset, len(s)))
-            offset += len(s)
-        vec = request[:r] if len(request) >= r else np.pad(request, (0, r - len(request)))
-        head = self._head.pack(offset, r, *vec.tolist(), pod.nonzero_cpu, pod.nonzero_memory,
-                               pod.priority, len(pod.required_terms), n_reqs, head_size, *spans)
-        return head + requirements + b"".join(strings)
+        ns, name = pod.namespace.encode(), pod.name.encode()
+        labels = "\n".join(f"{k}={v}" for k, v in pod.labels.items()).encode() \
+            if pod.labels else b""
+        notes = "\n".join(f"{k}={v}" for k, v in pod.annotations.items()
+                           if "\n" not in v).encode() if pod.annotations else b""
+        o1 = head_size + len(requirements)
+        o2 = o1 + len(ns)
+        o3 = o2 + len(name)
+        o4 = o3 + len(labels)
+        end = o4 + len(notes)
+        values = request.tolist()
+        if len(values) != r:
+            values = (values + [0] * r)[:r]
+        head = self._head.pack(end, r, *values, pod.nonzero_cpu, pod.nonzero_memory,
+                               pod.priority, len(pod.required_terms), n_reqs, head_size,
+                               o1, len(ns), o2, len(name), o3, len(labels), o4, len(notes))
+        return b"".join((head, requirements, ns, name, labels, notes))
 
     def _write_pod(self, ctx: CycleContext) -> None:
         if ctx is self._last_pod and self._labels_seen == self.table.label_generation:
@@ -505,10 +510,12 @@ class Guest:
         self.prepare(ctx)
         n = self.table.n
         candidates = feasible[:n] & self.table.valid[:n]
-        self._typed().candidates[:n] = candidates.view(np.uint8)
+        views = self._typed()
+        views.candidates[:n] = candidates.view(np.uint8)
         self._call("wssp_score", _STAGE_SCORE)
-        scores: IntArray = np.where(candidates, self._typed().scores[:n], 0)
-        if n and (scores.min() < 0 or scores.max() > MAX_SCORE):
+        scores: IntArray = np.multiply(self._typed().scores[:n], candidates, dtype=np.int64)
+        # One pass catches both ends: a negative score is huge as an unsigned number.
+        if n and int(scores.view(np.uint64).max()) > MAX_SCORE:
             bad = (scores < 0) | (scores > MAX_SCORE)
             self.instance.poisoned = True
             row = int(np.argmax(bad))
