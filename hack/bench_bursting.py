@@ -1,7 +1,11 @@
-"""Bursting benchmark (figures, no assertions): a burst of N pods that no real node fits goes to
-the simulated cloud at zero creation latency; measured until every pod is Running (rate and per
-pod p50/p99 from creation to Running). Then real capacity is added and the time until the
-rebalancer has moved the matching pods back is measured (aim: within two sweep intervals).
+"""Bursting benchmark (figures, no assertions).
+
+``pyscheduler sim up`` (the embedded cluster and the simulated cloud, one process) and
+``pyscheduler run`` (another process) as a user would run them: 4 real nodes of 4 CPU are
+filled with 32 pods of 500m, then a Deployment of N pods that no real node fits bursts to a
+cloud pool at zero creation latency; measured until every pod is Running (rate, and per pod
+creation → Ready p50/p99). Then the fillers are scaled to zero and the time until 32 burst pods
+are back on real nodes is measured (aim: within two rebalancer sweeps).
 
     python hack/bench_bursting.py --pods 1000
 """
@@ -11,29 +15,38 @@ from __future__ import annotations
 import argparse
 import calendar
 import json
+import os
+import signal
+import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
-import orjson
-
 import numpy as np
+import orjson
+import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from kubernetes import client, config  # noqa: E402
 
-from pyscheduler.sim.cluster import ClusterSpec, PoolSpec  # noqa: E402
-from pyscheduler.sim.harness import BackgroundCluster  # noqa: E402
-from pyscheduler.virtual.cloudsim import BackgroundCloudSim  # noqa: E402
-from pyscheduler.virtual.cloudsim import PoolSpec as CloudPool  # noqa: E402
-from tests.conftest import SchedulerThread, wait_for  # noqa: E402
+from tests.conftest import wait_for  # noqa: E402
 
 
 def _seconds(text: str) -> float:
     return float(calendar.timegm(time.strptime(text, "%Y-%m-%dT%H:%M:%SZ")))
+
+
+def deployment(name: str, replicas: int) -> dict[str, Any]:
+    return {"metadata": {"name": name},
+            "spec": {"replicas": replicas, "selector": {"matchLabels": {"app": name}},
+                     "template": {"metadata": {"labels": {"app": name}}, "spec": {
+                         "schedulerName": "pyscheduler", "terminationGracePeriodSeconds": 0,
+                         "containers": [{"name": "c", "image": "pause", "resources": {
+                             "requests": {"cpu": "500m", "memory": "128Mi"}}}]}}}}
 
 
 def main() -> int:
@@ -43,68 +56,75 @@ def main() -> int:
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
     n = args.pods
-    import tempfile
-    pools = [CloudPool("aci", "azure", cpu_millis=n * 1000, memory_bytes=n * 2**30,
-                       instances=n + 10, creation_latency_seconds=0.0)]
-    spec = ClusterSpec(pools=[PoolSpec(name="real", count=4, cpu="4", memory="16Gi")],
-                       pod_start_seconds=0.01, lease_renew_seconds=10)
-    with tempfile.TemporaryDirectory() as tmp, BackgroundCloudSim(pools) as cloud, \
-            BackgroundCluster(spec, Path(tmp)) as sim:
-        api = config.new_client_from_config(config_file=str(sim.kubeconfig))
-        core, apps = client.CoreV1Api(api), client.AppsV1Api(api)
-        s = SchedulerThread(sim.kubeconfig, schedulerName="burst", logLevel="warning",
-                            leaderElection={"enabled": False}, scheduleFragment=None,
-                            virtualNodes={"enabled": True, "cloudUrl": cloud.url,
-                                          "pools": [{"name": "aci", "platform": "azure"}]},
-                            rebalancer={"intervalSeconds": args.sweep, "minCloudSeconds": 0.1,
-                                        "maxMovesPerCycle": 10000,
-                                        "maxMovesPerNamespace": 10000}).start()
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    with tempfile.TemporaryDirectory() as tmp:
+        work = Path(tmp)
+        (work / "cluster.yaml").write_text(yaml.safe_dump({
+            "nodePools": [{"name": "real", "count": 4, "cpu": "4", "memory": "16Gi"}],
+            "kubelet": {"podStartSeconds": 0.01},
+            "cloudPools": [{"name": "aci", "platform": "azure", "cpu": str(n),
+                            "memory": f"{n}Gi", "instances": n + 10,
+                            "creationLatencySeconds": 0}]}))
+        sim = subprocess.Popen(
+            [sys.executable, "-m", "pyscheduler.cli", "--log-level", "warning", "sim", "up",
+             "--workdir", str(work), "--cluster", str(work / "cluster.yaml"),
+             "--watch-history", "50000"],
+            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
+        sched = None
         try:
+            assert sim.stdout is not None
+            if "listening" not in sim.stdout.readline():
+                raise RuntimeError("the embedded cluster did not start")
+            settings = yaml.safe_load((work / "scheduler.yaml").read_text())
+            settings.update(logLevel="warning", scheduleFragment=None,
+                            leaderElection={"enabled": False},
+                            metricsAddress=f"127.0.0.1:{10400 + os.getpid() % 1000}")
+            settings["rebalancer"].update(intervalSeconds=args.sweep, minCloudSeconds=0.1,
+                                          maxMovesPerCycle=10000, maxMovesPerNamespace=10000)
+            (work / "sched.yaml").write_text(yaml.safe_dump(settings))
+            sched = subprocess.Popen(
+                [sys.executable, "-m", "pyscheduler.cli", "run", "--kubeconfig",
+                 str(work / "kubeconfig"), "--config", str(work / "sched.yaml")],
+                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
+            api = config.new_client_from_config(config_file=str(work / "kubeconfig"))
+            core, apps = client.CoreV1Api(api), client.AppsV1Api(api)
             wait_for(lambda: core.list_node(label_selector="type=virtual-kubelet").items,
-                     timeout=30)
-            def deployment(name: str, replicas: int) -> dict[str, object]:
-                return {
-                    "metadata": {"name": name},
-                    "spec": {"replicas": replicas, "selector": {"matchLabels": {"app": name}},
-                             "template": {"metadata": {"labels": {"app": name}}, "spec": {
-                                 "schedulerName": "burst", "terminationGracePeriodSeconds": 0,
-                                 "containers": [{"name": "c", "image": "pause", "resources": {
-                                     "requests": {"cpu": "500m", "memory": "128Mi"}}}]}}}}
-            # Fill the 4 real nodes (16 cpu) with 32 pods of 500m, then burst.
-            apps.create_namespaced_deployment("default", deployment("filler", 32))
-            wait_for(lambda: sum(1 for p in core.list_namespaced_pod(
-                "default", label_selector="app=filler").items if p.status.phase == "Running")
-                == 32, timeout=120, interval=1.0)
-            t0 = time.monotonic()
-            apps.create_namespaced_deployment("default", deployment("burst", n))
+                     timeout=60)
 
-            def running() -> list[dict[str, Any]]:
-                # Raw JSON: the typed client's decode of 1000 pods would dominate this process
-                # (the cluster, the cloud and the scheduler share it).
-                raw = core.list_namespaced_pod("default", label_selector="app=burst",
+            def running(app: str) -> list[dict[str, Any]]:
+                raw = core.list_namespaced_pod("default", label_selector=f"app={app}",
                                                _preload_content=False)
                 return [p for p in orjson.loads(raw.data)["items"]
                         if (p.get("status") or {}).get("phase") == "Running"]
-            wait_for(lambda: len(running()) >= n, timeout=600, interval=1.0)
+            apps.create_namespaced_deployment("default", deployment("filler", 32))
+            wait_for(lambda: len(running("filler")) == 32, timeout=120, interval=0.5)
+            t0 = time.monotonic()
+            apps.create_namespaced_deployment("default", deployment("burst", n))
+            wait_for(lambda: len(running("burst")) >= n, timeout=900, interval=0.5)
             elapsed = time.monotonic() - t0
             per_pod = []
-            for p in running():
-                start = _seconds(p["metadata"]["creationTimestamp"])
+            for p in running("burst"):
                 ready = [_seconds(c["lastTransitionTime"]) for c in p["status"].get(
                     "conditions") or () if c["type"] == "Ready" and c["status"] == "True"]
                 if ready:
-                    per_pod.append(ready[0] - start)
-            on_cloud = sum(1 for p in running() if p["spec"]["nodeName"] == "wssp-virtual-aci")
-            # Free the real nodes: 32 burst pods should come back.
+                    per_pod.append(ready[0] - _seconds(p["metadata"]["creationTimestamp"]))
+            on_cloud = sum(1 for p in running("burst")
+                           if p["spec"]["nodeName"].startswith("wssp-virtual-"))
             t1 = time.monotonic()
-            apps.patch_namespaced_deployment_scale("filler", "default", {"spec": {"replicas": 0}})
-
-            def on_real() -> int:
-                return sum(1 for p in running() if p["spec"]["nodeName"].startswith("real"))
-            wait_for(lambda: on_real() >= 32, timeout=300, interval=0.5)
+            apps.patch_namespaced_deployment_scale("filler", "default",
+                                                   {"spec": {"replicas": 0}})
+            wait_for(lambda: sum(1 for p in running("burst")
+                                 if p["spec"]["nodeName"].startswith("real")) >= 32,
+                     timeout=300, interval=0.5)
             back = time.monotonic() - t1
         finally:
-            s.stop()
+            for proc in (sched, sim):
+                if proc is not None:
+                    proc.send_signal(signal.SIGINT)
+                    try:
+                        proc.wait(20)
+                    except subprocess.TimeoutExpired:
+                        proc.kill()
     result = {
         "scenario": f"burst of {n} pods to the simulated cloud (zero creation latency)",
         "pods_on_cloud": on_cloud,
