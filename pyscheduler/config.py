@@ -54,14 +54,14 @@ __all__ = [
     "ASSUMED_POD_TTL_SECONDS",
     "BIND_CONCURRENCY",
     "BIND_TIMEOUT_SECONDS",
+    "ConfigError",
     "DEFAULT_FILTER_PLUGINS",
     "DEFAULT_METRICS_ADDRESS",
     "DEFAULT_SCHEDULER_NAME",
     "DEFAULT_SCORE_WEIGHTS",
     "FILTER_PLUGINS",
-    "LOG_LEVELS",
-    "ConfigError",
     "FieldError",
+    "LOG_LEVELS",
     "LeaderElectionConfig",
     "PluginsConfig",
     "ResourceWeight",
@@ -72,9 +72,11 @@ __all__ = [
     "ScoringStrategy",
     "default_identity",
     "dump_config",
+    "is_int",
     "load_config",
     "parse_config",
     "parse_host_port",
+    "render_value",
 ]
 
 DEFAULT_SCHEDULER_NAME: Final = "pyscheduler"
@@ -422,7 +424,7 @@ def parse_host_port(address: str) -> tuple[str, int]:
     """
     problem = _host_port_problem(address)
     if problem:
-        raise ValueError(f"{problem}, got {_render(address)}")
+        raise ValueError(f"{problem}, got {render_value(address)}")
     host, _, port = address.rpartition(":")
     return host.removeprefix("[").removesuffix("]"), int(port)
 
@@ -460,10 +462,11 @@ def _is_ip(text: str) -> bool:
     return True
 
 
-def _render(value: object) -> str:
-    """The value as a user wrote it in YAML/JSON, for "got ..." in messages."""
+def render_value(value: object, *, mapping: str = "a mapping") -> str:
+    """The value as a user wrote it in YAML/JSON, for "got ..." in messages (a mapping is named
+    ``mapping``: "a mapping" in YAML files, "an object" for API resources)."""
     if isinstance(value, Mapping):
-        return "a mapping"
+        return mapping
     if isinstance(value, (list, tuple)):
         return "a list"
     try:
@@ -477,7 +480,7 @@ def _join(path: str, key: object) -> str:
     return f"{path}.{key}" if path else str(key)
 
 
-def _is_int(value: object) -> TypeGuard[int]:
+def is_int(value: object) -> TypeGuard[int]:
     """True for integers proper: YAML's true/false are bools, which Python counts as ints."""
     return isinstance(value, int) and not isinstance(value, bool)
 
@@ -539,12 +542,12 @@ class _Parser:
 
     def mapping(self, value: object, path: str, known: Sequence[str]) -> Mapping[str, object]:
         if not isinstance(value, Mapping):
-            self.fail(path, f"must be a mapping, got {_render(value)}")
+            self.fail(path, f"must be a mapping, got {render_value(value)}")
             return {}
         result: dict[str, object] = {}
         for key, item in value.items():
             if not isinstance(key, str):
-                self.fail(_join(path, key), f"field names must be strings, got {_render(key)}")
+                self.fail(_join(path, key), f"field names must be strings, got {render_value(key)}")
             elif key not in known:
                 hint = _suggest(key, known) or f"; known fields: {', '.join(known)}"
                 self.fail(_join(path, key), "unknown field" + hint)
@@ -559,10 +562,10 @@ class _Parser:
         value = section.get(key, _MISSING)
         if value is _MISSING:
             return default
-        if _is_int(value) and low <= value <= high:
+        if is_int(value) and low <= value <= high:
             return value
         self.fail(_join(path, key), f"must be an integer between {low} and {high}, "
-                                    f"got {_render(value)}")
+                                    f"got {render_value(value)}")
         return default
 
     def seconds(self, section: Mapping[str, object], key: str, path: str,
@@ -574,7 +577,7 @@ class _Parser:
         if (not isinstance(value, (int, float)) or isinstance(value, bool)
                 or not math.isfinite(value) or value <= 0):
             self.fail(_join(path, key), f"must be a number of seconds greater than 0, "
-                                        f"got {_render(value)}")
+                                        f"got {render_value(value)}")
             return default, False
         return float(value), True
 
@@ -583,7 +586,7 @@ class _Parser:
         if value is _MISSING:
             return default
         if not isinstance(value, bool):
-            self.fail(_join(path, key), f"must be true or false, got {_render(value)}")
+            self.fail(_join(path, key), f"must be true or false, got {render_value(value)}")
             return default
         return value
 
@@ -595,7 +598,7 @@ class _Parser:
         if not isinstance(value, str) or value not in choices:
             hint = _suggest(value, choices) if isinstance(value, str) else ""
             self.fail(_join(path, key), f"must be one of {', '.join(choices)}, "
-                                        f"got {_render(value)}{hint}")
+                                        f"got {render_value(value)}{hint}")
             return default
         return value
 
@@ -610,7 +613,7 @@ class _Parser:
                     f"with a letter or digit, at most {limit} characters)") if label else (
                     "an RFC 1123 subdomain (lowercase letters, digits, '-' and '.', starting and "
                     f"ending with a letter or digit, at most {limit} characters)")
-            self.fail(_join(path, key), f"must be {what}, got {_render(value)}")
+            self.fail(_join(path, key), f"must be {what}, got {render_value(value)}")
             return default
         return value
 
@@ -627,7 +630,7 @@ class _Parser:
         address = DEFAULT_METRICS_ADDRESS
         given = top.get("metricsAddress", _MISSING)
         if given is not _MISSING and not isinstance(given, str):
-            self.fail("metricsAddress", f"must be a host:port string, got {_render(given)}")
+            self.fail("metricsAddress", f"must be a host:port string, got {render_value(given)}")
         elif isinstance(given, str):
             try:
                 parse_host_port(given)
@@ -652,10 +655,10 @@ class _Parser:
 
         seed: int | None = None
         given = top.get("seed")
-        if _is_int(given) and given >= 0:
+        if is_int(given) and given >= 0:
             seed = given
         elif given is not None:
-            self.fail("seed", f"must be a non-negative integer or null, got {_render(given)}")
+            self.fail("seed", f"must be a non-negative integer or null, got {render_value(given)}")
 
         fragment: str | None = DEFAULT_SCHEDULE_FRAGMENT
         given = top.get("scheduleFragment", _MISSING)
@@ -666,7 +669,7 @@ class _Parser:
                 fragment = given
             else:
                 self.fail("scheduleFragment", f"must be name:vX.Y.Z (e.g. default:v1.0.0) or "
-                                              f"null, got {_render(given)}")
+                                              f"null, got {render_value(given)}")
         fragments = self.fragments(top.get("fragments", _MISSING))
         storage = self.storage(top.get("storage", _MISSING))
         virtual = self.virtual_nodes(top.get("virtualNodes", _MISSING))
@@ -703,7 +706,7 @@ class _Parser:
         for key in ("endpoint", "accessKey", "secretKey", "region"):
             given = section.get(key)
             if given is not None and not (isinstance(given, str) and given):
-                self.fail(_join(path, key), f"must be a non-empty string, got {_render(given)}")
+                self.fail(_join(path, key), f"must be a non-empty string, got {render_value(given)}")
                 given = None
             texts[key] = given
         secret: SecretRef | None = None
@@ -721,12 +724,12 @@ class _Parser:
         if given is not None:
             if not isinstance(given, list):
                 self.fail(_join(path, "allowedFileDirs"),
-                          f"must be a list of absolute directory paths, got {_render(given)}")
+                          f"must be a list of absolute directory paths, got {render_value(given)}")
             else:
                 for i, d in enumerate(given):
                     if not (isinstance(d, str) and d.startswith("/")):
                         self.fail(f"{path}.allowedFileDirs[{i}]",
-                                  f"must be an absolute directory path, got {_render(d)}")
+                                  f"must be an absolute directory path, got {render_value(d)}")
                 dirs = tuple(d for d in given if isinstance(d, str) and d.startswith("/"))
         max_bytes = self.integer(section, "maxBytes", path, default.max_bytes, 1, 2**31)
         timeout, _ = self.seconds(section, "timeoutSeconds", path, default.timeout_seconds)
@@ -743,19 +746,19 @@ class _Parser:
         enabled = self.boolean(section, "enabled", path, False)
         url = section.get("cloudUrl", "")
         if not isinstance(url, str) or (url and not url.startswith(("http://", "https://"))):
-            self.fail(_join(path, "cloudUrl"), f"must be an http(s) URL, got {_render(url)}")
+            self.fail(_join(path, "cloudUrl"), f"must be an http(s) URL, got {render_value(url)}")
             url = ""
         if enabled and not url:
             self.fail(_join(path, "cloudUrl"), "is required when virtualNodes.enabled is true")
         token = section.get("cloudToken")
         if token is not None and not isinstance(token, str):
-            self.fail(_join(path, "cloudToken"), f"must be a string, got {_render(token)}")
+            self.fail(_join(path, "cloudToken"), f"must be a string, got {render_value(token)}")
             token = None
         timeout, _ = self.seconds(section, "cloudTimeoutSeconds", path, d.cloud_timeout_seconds)
         pools: list[VirtualPool] = []
         given = section.get("pools", [])
         if not isinstance(given, list):
-            self.fail(_join(path, "pools"), f"must be a list, got {_render(given)}")
+            self.fail(_join(path, "pools"), f"must be a list, got {render_value(given)}")
             given = []
         seen: set[str] = set()
         for i, item in enumerate(given):
@@ -770,12 +773,12 @@ class _Parser:
             seen.add(name)
             if not isinstance(platform, str) or not platform:
                 self.fail(_join(ppath, "platform"),
-                          f"must be a non-empty string, got {_render(platform)}")
+                          f"must be a non-empty string, got {render_value(platform)}")
                 platform = ""
             max_pods = entry.get("maxPods")
-            if max_pods is not None and not (_is_int(max_pods) and max_pods >= 0):
+            if max_pods is not None and not (is_int(max_pods) and max_pods >= 0):
                 self.fail(_join(ppath, "maxPods"),
-                          f"must be a non-negative integer or null, got {_render(max_pods)}")
+                          f"must be a non-negative integer or null, got {render_value(max_pods)}")
                 max_pods = None
             pools.append(VirtualPool(name, str(platform), max_pods))
         if enabled and not pools:
@@ -824,7 +827,7 @@ class _Parser:
 
     def filter_plugins(self, value: object, path: str) -> tuple[str, ...]:
         if not isinstance(value, list):
-            self.fail(path, f"must be a list of filter plugin names, got {_render(value)}")
+            self.fail(path, f"must be a list of filter plugin names, got {render_value(value)}")
             return DEFAULT_FILTER_PLUGINS
         names: list[str] = []
         for index, item in enumerate(value):
@@ -840,7 +843,7 @@ class _Parser:
     def score_plugins(self, value: object, path: str) -> tuple[ScorePlugin, ...]:
         if not isinstance(value, Mapping):
             self.fail(path, f"must be a mapping of score plugin name to weight, "
-                            f"got {_render(value)}")
+                            f"got {render_value(value)}")
             return PluginsConfig().score
         plugins: list[ScorePlugin] = []
         for name, spec in value.items():
@@ -856,11 +859,11 @@ class _Parser:
                 if weight is _MISSING:
                     self.fail(weight_path, "is required")
                     continue
-            if _is_int(weight) and 0 <= weight <= MAX_SCORE_WEIGHT:
+            if is_int(weight) and 0 <= weight <= MAX_SCORE_WEIGHT:
                 plugins.append(ScorePlugin(name, weight))
             else:
                 self.fail(weight_path, f"must be an integer between 0 and {MAX_SCORE_WEIGHT}, "
-                                       f"got {_render(weight)}")
+                                       f"got {render_value(weight)}")
         return tuple(plugins)
 
     def scoring_strategy(self, value: object) -> ScoringStrategy:
@@ -877,7 +880,7 @@ class _Parser:
     def resources(self, value: object, path: str) -> tuple[ResourceWeight, ...]:
         if not isinstance(value, list) or not value:
             self.fail(path, f"must be a non-empty list of {{name, weight}} entries, "
-                            f"got {_render(value)}")
+                            f"got {render_value(value)}")
             return ScoringStrategy().resources
         result: list[ResourceWeight] = []
         seen: set[str] = set()
@@ -893,16 +896,16 @@ class _Parser:
             elif (not isinstance(given, str) or len(given) > 316
                     or not _RESOURCE_NAME_RE.fullmatch(given)):
                 self.fail(_join(where, "name"), f"must be a resource name such as cpu, memory "
-                                                f"or nvidia.com/gpu, got {_render(given)}")
+                                                f"or nvidia.com/gpu, got {render_value(given)}")
             elif given in seen:
                 self.fail(_join(where, "name"), f'"{given}" is listed twice')
             else:
                 name = given
                 seen.add(given)
             weight = entry.get("weight", 1)
-            if not (_is_int(weight) and 1 <= weight <= MAX_RESOURCE_WEIGHT):
+            if not (is_int(weight) and 1 <= weight <= MAX_RESOURCE_WEIGHT):
                 self.fail(_join(where, "weight"), f"must be an integer between 1 and "
-                                                  f"{MAX_RESOURCE_WEIGHT}, got {_render(weight)}")
+                                                  f"{MAX_RESOURCE_WEIGHT}, got {render_value(weight)}")
             elif name is not None:
                 result.append(ResourceWeight(name, weight))
         return tuple(result)
@@ -931,7 +934,7 @@ class _Parser:
         identity = given if isinstance(given, str) and given.strip() else default_identity()
         if given is not _MISSING and identity is not given:
             self.fail(_join(path, "identity"), f"must be a non-empty string, "
-                                               f"got {_render(given)}")
+                                               f"got {render_value(given)}")
         return LeaderElectionConfig(
             enabled=enabled, lease_name=lease_name, lease_namespace=namespace,
             lease_duration_seconds=duration, renew_deadline_seconds=deadline,
@@ -944,7 +947,7 @@ def _unknown_plugin(kind: str, name: object, known: Sequence[str]) -> str:
     other = "score" if kind == "filter" else "filter"
     if name in (SCORE_PLUGINS if kind == "filter" else FILTER_PLUGINS):
         hint = f" (it is a {other} plugin)"
-    return (f"unknown {kind} plugin {_render(name)}{hint}; known {kind} plugins: "
+    return (f"unknown {kind} plugin {render_value(name)}{hint}; known {kind} plugins: "
             f"{', '.join(known)}")
 
 

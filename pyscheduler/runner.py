@@ -24,7 +24,7 @@ from pyscheduler.kube.leader import LeaderElector
 from pyscheduler.metrics import HealthServer, SchedulerMetrics
 from pyscheduler.scheduler import Scheduler
 from pyscheduler.virtual.burst import Burster, PoolSettings
-from pyscheduler.virtual.rebalancer import RebalanceSettings, Rebalancer
+from pyscheduler.virtual.rebalancer import Rebalancer
 from pyscheduler.wasm.manager import FragmentManager
 from pyscheduler.wasm.storage import StorageConfig
 from pyscheduler.wasm.vm import Limits
@@ -103,13 +103,8 @@ class SchedulerApp:
             on_create_failed=create_failed,
             orphan_grace_seconds=vn.orphan_grace_seconds,
             reconcile_seconds=vn.reconcile_seconds, metrics=self.metrics)
-        r = self.config.rebalancer
-        self.rebalancer = Rebalancer(self.scheduler, RebalanceSettings(
-            enabled=r.enabled, interval_seconds=r.interval_seconds,
-            min_cloud_seconds=r.min_cloud_seconds, max_moves_per_cycle=r.max_moves_per_cycle,
-            max_moves_per_namespace=r.max_moves_per_namespace,
-            ready_timeout_seconds=r.ready_timeout_seconds, dry_run=r.dry_run),
-            pool_price=lambda pool: self._prices.get(pool, 0.0))
+        self.rebalancer = Rebalancer(self.scheduler, self.config.rebalancer,
+                                     pool_price=lambda pool: self._prices.get(pool, 0.0))
         self.scheduler.rebalancer = self.rebalancer
 
     async def _storage_config(self) -> StorageConfig:
@@ -157,31 +152,23 @@ class SchedulerApp:
             await self.provider.start()
         if self.rebalancer is not None:
             self.rebalancer.start()
-        if self.cloud is not None:
+        if self.virtual_nodes is not None:
             self._limits_task = asyncio.get_running_loop().create_task(self._refresh_limits())
         await self.scheduler.run_loop()
 
     async def _refresh_limits(self) -> None:
-        """Keep the burster's per-instance limits in step with what each pool accepts."""
-        from pyscheduler.virtual.types import CloudError
-
+        """Keep the burster's per-instance limits and the pools' prices in step with what the
+        virtual node manager last heard from the cloud (no cloud call of its own)."""
         burster = self.scheduler.burster
-        assert burster is not None and self.cloud is not None
+        assert burster is not None and self.virtual_nodes is not None
         while True:
             for pool in self.config.virtual_nodes.pools:
-                try:
-                    cap = await self.cloud.capacity(pool.name)
-                except CloudError as exc:
-                    log.info("pool capacity unavailable", pool=pool.name, error=exc.message)
-                    continue
-                burster.set_limits(pool.name, cap.max_instance_cpu_millis,
-                                   cap.max_instance_memory_bytes)
-                self._prices[pool.name] = cap.price_per_cpu_hour
-                if self.metrics is not None:
-                    self.metrics.cloud_cost_per_hour.labels(pool.name).set(
-                        cap.used_cpu_millis / 1000 * cap.price_per_cpu_hour
-                        + cap.used_memory_bytes / 2**30 * cap.price_per_gib_hour)
-            await asyncio.sleep(15.0)
+                cap = self.virtual_nodes.pool_capacity(pool.name)
+                if cap is not None:
+                    burster.set_limits(pool.name, cap.max_instance_cpu_millis,
+                                       cap.max_instance_memory_bytes)
+                    self._prices[pool.name] = cap.price_per_cpu_hour
+            await asyncio.sleep(5.0)
 
     def _lost(self) -> None:
         self.metrics.set_leader(False)

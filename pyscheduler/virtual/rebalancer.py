@@ -33,11 +33,11 @@ import calendar
 import copy
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 import structlog
 
+from pyscheduler.config import RebalancerConfig
 from pyscheduler.framework.interface import CycleContext
 from pyscheduler.framework.pod import PodInfo, PodSpecError, pod_info
 from pyscheduler.kube.errors import (
@@ -49,7 +49,7 @@ from pyscheduler.kube.errors import (
 )
 from pyscheduler.virtual.burst import VIRTUAL_LABEL
 
-__all__ = ["REBALANCE_ANNOTATION", "RebalanceSettings", "Rebalancer"]
+__all__ = ["REBALANCE_ANNOTATION", "Rebalancer"]
 
 log = structlog.get_logger("pyscheduler.rebalancer")
 
@@ -59,21 +59,10 @@ DELETION_COST = "controller.kubernetes.io/pod-deletion-cost"
 Obj = dict[str, Any]
 
 
-@dataclass(frozen=True, slots=True)
-class RebalanceSettings:
-    enabled: bool = True
-    interval_seconds: float = 30.0
-    min_cloud_seconds: float = 60.0
-    max_moves_per_cycle: int = 10
-    max_moves_per_namespace: int = 5
-    ready_timeout_seconds: float = 120.0
-    dry_run: bool = False
-
-
 class Rebalancer:
     """Moves pods from virtual nodes back to real ones; runs on the scheduler's event loop."""
 
-    def __init__(self, scheduler: Any, settings: RebalanceSettings, *,
+    def __init__(self, scheduler: Any, settings: RebalancerConfig, *,
                  pool_price: Callable[[str], float] | None = None,
                  clock: Callable[[], float] = time.time) -> None:
         self.scheduler = scheduler

@@ -38,6 +38,8 @@ from types import MappingProxyType
 from typing import Any, Final
 from urllib.parse import urlsplit
 
+from pyscheduler.config import is_int, render_value
+
 __all__ = [
     "API_VERSION",
     "CRD_NAME",
@@ -295,7 +297,7 @@ class _Parser:
         meta = self.mapping(obj.get("metadata", _MISSING), "metadata", None)
         name, version = self.name(meta)
         generation = meta.get("generation", 0)
-        if not _is_int(generation) or generation < 0:
+        if not is_int(generation) or generation < 0:
             self.fail("metadata.generation", f"must be a non-negative integer, got "
                                              f"{_render(generation)}")
             generation = 0
@@ -420,7 +422,7 @@ class _Parser:
         weight = section.get("weight", 1) if "weight" in known else 1
         if weight is None:
             weight = 1
-        if not (_is_int(weight) and 1 <= weight <= MAX_WEIGHT):
+        if not (is_int(weight) and 1 <= weight <= MAX_WEIGHT):
             self.fail(f"{path}.weight", f"must be an integer between 1 and {MAX_WEIGHT}, "
                                         f"got {_render(weight)}")
             ok = False
@@ -461,7 +463,7 @@ class _Parser:
         # JSON decoders may give 5.0 for 5; the API server accepts integral floats too.
         if isinstance(value, float) and math.isfinite(value) and value.is_integer():
             value = int(value)
-        if _is_int(value) and low <= value <= high:
+        if is_int(value) and low <= value <= high:
             return value
         bound = f"between {low} and {high}" if high != _MAX_FUEL else f"of at least {low}"
         self.fail(f"spec.limits.{key}", f"must be an integer {bound}, got {_render(value)}")
@@ -509,22 +511,8 @@ def _url_problem(url: str, scheme: str) -> str | None:
     return None
 
 
-def _is_int(value: object) -> bool:
-    """True for integers proper (``True`` is not 1 here)."""
-    return isinstance(value, int) and not isinstance(value, bool)
-
-
 def _render(value: object) -> str:
-    """A value as written in JSON, for "got ..." in messages."""
-    if isinstance(value, Mapping):
-        return "an object"
-    if isinstance(value, (list, tuple)):
-        return "a list"
-    try:
-        text = json.dumps(value)
-    except (TypeError, ValueError):
-        text = repr(value)
-    return text if len(text) <= 80 else text[:77] + "..."
+    return render_value(value, mapping="an object")
 
 
 def _thaw(value: Any) -> Any:
@@ -554,7 +542,7 @@ def status_patch(phase: str, *, generation: int, message: str, digest: str | Non
     """
     if phase not in PHASES:
         raise ValueError(f"phase must be one of {', '.join(PHASES)}, got {phase!r}")
-    if not _is_int(generation) or generation < 0:
+    if not is_int(generation) or generation < 0:
         raise ValueError(f"generation must be a non-negative integer, got {generation!r}")
     text = message if len(message) <= MAX_MESSAGE else message[:MAX_MESSAGE - 3] + "..."
     ready = "True" if phase == "Ready" else "False"
