@@ -138,8 +138,9 @@ for _ in $(seq 150); do
   [ "$n" -ge 14 ] && break; sleep 0.2
 done
 k get pods -l app=burst -o 'custom-columns=POD:.metadata.name,NODE:.spec.nodeName,IP:.status.podIP,VIRTUAL:.metadata.labels.wssp/virtual-node'
-virtual_pod=$(kubectl --cache-dir "$cache" get pods -l app=burst,wssp/virtual-node=true -o name | head -1)
-[ -n "$virtual_pod" ] && k get events --field-selector "involvedObject.name=${virtual_pod#pod/}" \
+virtual_pod=$(kubectl --cache-dir "$cache" get pods -l app=burst,wssp/virtual-node=true \
+  -o jsonpath='{.items[0].metadata.name}' 2>/dev/null || true)
+[ -n "$virtual_pod" ] && k get events --field-selector "involvedObject.name=$virtual_pod" \
   -o 'custom-columns=REASON:.reason,MESSAGE:.message'
 on_cloud() { kubectl --cache-dir "$cache" get pods -l app=burst -o jsonpath='{range .items[*]}{.spec.nodeName}{"\n"}{end}' | grep -c wssp-virtual || true; }
 before=$(on_cloud)
