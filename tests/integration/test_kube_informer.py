@@ -157,8 +157,13 @@ def _dropped_watch_loses_nothing(cluster: BackgroundCluster, namespace: str,
             drops: list[int] = []
 
             async def drop() -> None:
+                before = informer.watches
                 drops.append(await asyncio.to_thread(cluster.call, lambda: (
                     cluster.cluster.server.drop_watches(abrupt=abrupt))))
+                # Go on once the informer watches again: a drop that lands while it is between
+                # two watches still ends with a new one, so each drop counts one watch.
+                await eventually(lambda: informer.watches > before,
+                                 what="the informer to watch again")
             try:
                 await asyncio.wait_for(informer.synced.wait(), 5)
                 await _churn(client, namespace, 40, drop)
