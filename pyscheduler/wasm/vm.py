@@ -88,6 +88,11 @@ __all__ = [
 
 ALLOWED_IMPORTS: frozenset[tuple[str, str]] = frozenset(meter.HOST_IMPORTS)
 EPOCH_TICK_SECONDS = 0.005
+# Instantiation (the module's start function, data segments) happens once per instance, off the
+# scheduling thread except after a failed call. Fuel bounds a runaway start function exactly; the
+# wall clock is only a backstop there, so it is not held to a call's tight deadline, which a
+# busy machine can overrun before the guest runs a single instruction.
+INSTANTIATE_TIMEOUT_SECONDS = 2.0
 LOG_MAX_BYTES = 4096
 WASM_STACK_BYTES = 512 * 1024
 
@@ -403,13 +408,19 @@ class WasmtimeRuntime(Runtime):
         return _WasmtimeModule(self, module, info, limits)
 
 
+def _ticks(seconds: float) -> int:
+    """Epoch ticks for a deadline ``seconds`` ahead (one more: the current tick is partial)."""
+    return max(1, math.ceil(seconds / EPOCH_TICK_SECONDS)) + 1
+
+
 class _WasmtimeModule(Module):
     def __init__(self, runtime: WasmtimeRuntime, module: Any, info: meter.ModuleInfo,
                  limits: Limits) -> None:
         super().__init__(runtime.name, info, limits)
         self._runtime = runtime
         self._module = module
-        self.deadline_ticks = max(1, math.ceil(limits.timeout_seconds / EPOCH_TICK_SECONDS)) + 1
+        self.deadline_ticks = _ticks(limits.timeout_seconds)
+        self.instantiate_ticks = _ticks(max(limits.timeout_seconds, INSTANTIATE_TIMEOUT_SECONDS))
 
     def instantiate(self, log: LogCallback | None = None) -> Instance:
         wt = self._runtime._wt
@@ -445,7 +456,7 @@ class _WasmtimeModule(Module):
                 imports.append(wt.Func(store, ty, with_memory(state.host_abort),
                                        access_caller=True))
         store.set_fuel(self.limits.fuel)
-        store.set_epoch_deadline(self.deadline_ticks)
+        store.set_epoch_deadline(self.instantiate_ticks)
         try:
             instance = wt.Instance(store, self._module, imports)
         except Exception as e:

@@ -63,6 +63,7 @@ ZONE_SPREAD = FRAGMENTS / "examples" / "zone-spread" / "zone-spread.wasm"
 COST_TIER_C = FRAGMENTS / "examples" / "cost-tier" / "cost-tier.wasm"
 COST_TIER_AS = FRAGMENTS / "assemblyscript" / "examples" / "cost-tier" / "cost-tier.wasm"
 LEAST_CPU_AS = FRAGMENTS / "assemblyscript" / "examples" / "least-cpu" / "least-cpu.wasm"
+CORRECTNESS_LIMITS = Limits(timeout_seconds=30.0)
 PRESENT_ONLY = FRAGMENTS / "wat" / "present-only.wasm"
 HOSTILE = FRAGMENTS / "hostile"
 
@@ -87,8 +88,11 @@ def module_bytes(path: Path) -> bytes:
 @cache
 def compiled(path: Path, filter: bool = True, score: bool = True) -> Fragment:
     """The fragment compiled once per test session; each call on a new table gets a fresh
-    instance (and so a fresh ``wssp_init``)."""
-    return Fragment.compile(module_bytes(path), name=path.stem, filter=filter, score=score)
+    instance (and so a fresh ``wssp_init``). These tests check what fragments compute: fuel
+    bounds a runaway exactly, and a wall clock loose enough that a busy machine cannot fail a
+    call the guest finishes (the hostile modules' tests hold the deadline tight)."""
+    return Fragment.compile(module_bytes(path), name=path.stem, filter=filter, score=score,
+                            limits=CORRECTNESS_LIMITS)
 
 
 @pytest.fixture(scope="module", autouse=True)
