@@ -20,6 +20,7 @@ import structlog
 
 from pyscheduler.config import SchedulerConfig
 from pyscheduler.kube.client import KubeClient
+from pyscheduler.kube.errors import AlreadyExistsError, KubeError
 from pyscheduler.kube.leader import LeaderElector
 from pyscheduler.metrics import HealthServer, SchedulerMetrics
 from pyscheduler.scheduler import Scheduler
@@ -40,6 +41,8 @@ class SchedulerApp:
         self.client = client
         self.metrics = SchedulerMetrics(profile=config.scheduler_name)
         vn = config.virtual_nodes
+        if vn.enabled:
+            self.metrics.init_pools(p.name for p in vn.pools)
         burster = Burster([PoolSettings(p.name, p.platform, p.max_pods) for p in vn.pools]) \
             if vn.enabled else None
         self.scheduler = Scheduler(client, config, metrics=self.metrics, burster=burster)
@@ -97,6 +100,7 @@ class SchedulerApp:
                 return
             burster.refused(str((pod.get("spec") or {}).get("nodeName") or ""),
                             info.requests.get("cpu", 0), info.requests.get("memory", 0))
+            await self._retry_in_next_pool(pod, len(vn.pools))
 
         self.provider = VirtualPodProvider(
             self.client, self.cloud, pools, recorder=self.scheduler.recorder,
@@ -106,6 +110,26 @@ class SchedulerApp:
         self.rebalancer = Rebalancer(self.scheduler, self.config.rebalancer,
                                      pool_price=lambda pool: self._prices.get(pool, 0.0))
         self.scheduler.rebalancer = self.rebalancer
+
+    async def _retry_in_next_pool(self, pod: dict[str, Any], pools: int) -> None:
+        """A bare pod the cloud refused: its copy is scheduled again and skips that pool."""
+        from pyscheduler.virtual.burst import ATTEMPT_ANNOTATION, next_pool_pod
+        replacement = next_pool_pod(pod, pools)
+        if replacement is None:
+            return
+        meta = replacement["metadata"]
+        recorder = self.scheduler.recorder
+        try:
+            await self.client.create(f"/api/v1/namespaces/{meta['namespace']}/pods", replacement)
+        except AlreadyExistsError:
+            pass  # made before a restart: the copy exists already
+        except KubeError as exc:
+            recorder.record(pod, type_="Warning", reason="BurstRetryFailed", action="Burst",
+                            note=f"could not create {meta['name']} to try the next pool: {exc}")
+            return
+        recorder.record(pod, type_="Normal", reason="BurstRetry", action="Burst",
+                        note=f"created {meta['name']} to try the next pool (attempt "
+                             f"{meta['annotations'][ATTEMPT_ANNOTATION]} of {pools})")
 
     async def _storage_config(self) -> StorageConfig:
         s = self.config.storage

@@ -14,6 +14,12 @@ the reason the pod stays unschedulable, in words an operator can act on:
 
 Placements are counted at once (:meth:`Burster.place`), before the binding is sent, so a burst
 of pods cannot overrun a pool between two decisions; :meth:`Burster.forget` undoes one.
+
+When a pool keeps refusing a pod's instance, the provider marks the pod Failed and the pool is
+skipped for pods at least that large (:meth:`Burster.refused`). A controller's replacement pod
+then tries the next pool; a bare pod has no controller, so :func:`next_pool_pod` makes its
+replacement: a copy, unbound, named ``<name>-p<attempt>`` (a pod's node cannot change), at most
+one per further pool.
 """
 
 from __future__ import annotations
@@ -26,15 +32,19 @@ from typing import Any
 from pyscheduler.framework.pod import NodeSelectorRequirement, NodeSelectorTerm
 
 __all__ = [
+    "ATTEMPT_ANNOTATION",
     "BURST_ANNOTATION",
+    "INSTANCE_ANNOTATION",
     "PLATFORM_LABEL",
     "POOL_LABEL",
+    "REPLACES_ANNOTATION",
     "VIRTUAL_LABEL",
     "VIRTUAL_NODE_PREFIX",
     "BurstDecision",
     "Burster",
     "PoolSettings",
     "burst_blocker",
+    "next_pool_pod",
     "virtual_node_name",
 ]
 
@@ -43,6 +53,10 @@ POOL_LABEL = "wssp/cloud-pool"
 VIRTUAL_LABEL = "wssp/virtual-node"
 BURST_ANNOTATION = "wssp/burst"
 VIRTUAL_NODE_PREFIX = "wssp-virtual-"
+ATTEMPT_ANNOTATION = "wssp/burst-attempt"
+REPLACES_ANNOTATION = "wssp/replaces"
+INSTANCE_ANNOTATION = "wssp/cloud-instance"
+_MAX_NAME = 253
 
 
 def virtual_node_name(pool: str) -> str:
@@ -262,3 +276,36 @@ def _matches(labels: Mapping[str, str], name: str, selector: Mapping[str, str],
                and all(_requirement_ok(r, labels.get(r.key)) for r in term.match_expressions)
                and all(_requirement_ok(r, name) for r in term.match_fields)
                for term in terms)
+
+
+def next_pool_pod(pod: Mapping[str, Any], pools: int) -> dict[str, Any] | None:
+    """The copy of a bare pod whose pool kept refusing it, to be scheduled again (the refused
+    pool is skipped): ``None`` for a pod a controller owns (the controller replaces it), a pod
+    being deleted, or one that has already had a try in every pool."""
+    meta = pod.get("metadata") or {}
+    if meta.get("deletionTimestamp") or any(
+            ref.get("controller") for ref in meta.get("ownerReferences") or ()):
+        return None
+    annotations = dict(meta.get("annotations") or {})
+    try:
+        attempt = int(annotations.get(ATTEMPT_ANNOTATION, "1")) + 1
+    except ValueError:
+        attempt = 2
+    if attempt > pools:
+        return None
+    original = str(meta.get("name", ""))
+    replaces = annotations.get(REPLACES_ANNOTATION)
+    if replaces:  # a copy of a copy keeps the first pod's name as its base
+        original = replaces.split(" ", 1)[0]
+    suffix = f"-p{attempt}"
+    name = original[:_MAX_NAME - len(suffix)].rstrip("-.") + suffix
+    annotations.pop(INSTANCE_ANNOTATION, None)
+    annotations[ATTEMPT_ANNOTATION] = str(attempt)
+    annotations[REPLACES_ANNOTATION] = f"{original} ({meta.get('name')} {meta.get('uid', '')})"
+    labels = {k: v for k, v in (meta.get("labels") or {}).items()
+              if k not in (VIRTUAL_LABEL, POOL_LABEL)}
+    spec = {k: v for k, v in (pod.get("spec") or {}).items() if k != "nodeName"}
+    out_meta: dict[str, Any] = {"name": name, "namespace": meta.get("namespace"),
+                                "labels": labels, "annotations": annotations}
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": out_meta, "spec": spec}
+

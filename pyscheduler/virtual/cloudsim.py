@@ -18,7 +18,8 @@ container groups do on real clouds — so a ``Failed`` instance must be cleaned 
 
 Faults for tests live under ``/admin`` (simulator only, outside the contract): a pool can be
 ``down`` (every request answered 503), slow (``latencySeconds`` before each answer), flaky
-(``failureRate``, or ``failNext`` deterministic create failures); instances can vanish behind
+(``failureRate``, or ``failNext`` deterministic create failures), out of stock (``rejectNext``
+creates refused ``409 InsufficientCapacity``, as a region without capacity answers); instances can vanish behind
 the provider's back, fail or succeed. ``GET /admin/stats`` counts the contract requests that
 reached the server, which lets a test prove that an open circuit made no call at all.
 
@@ -348,10 +349,12 @@ class _Faults:
     down: bool = False
     latency_seconds: float = 0.0
     fail_next: int = 0
+    reject_next: int = 0
 
     def as_json(self) -> dict[str, Any]:
         return {"failureRate": self.failure_rate, "down": self.down,
-                "latencySeconds": self.latency_seconds, "failNext": self.fail_next}
+                "latencySeconds": self.latency_seconds, "failNext": self.fail_next,
+                "rejectNext": self.reject_next}
 
 
 @dataclass
@@ -535,7 +538,7 @@ class SimCloud:
 
     def set_faults(self, pool: str | None = None, *, failure_rate: float | None = None,
                    down: bool | None = None, latency_seconds: float | None = None,
-                   fail_next: int | None = None) -> None:
+                   fail_next: int | None = None, reject_next: int | None = None) -> None:
         """Change faults of one pool, or of every pool (and the pool-less endpoints) when
         ``pool`` is ``None``. Arguments left ``None`` are unchanged."""
         if failure_rate is not None and not 0.0 <= failure_rate <= 1.0:
@@ -544,6 +547,8 @@ class SimCloud:
             raise ValueError("latencySeconds must not be negative")
         if fail_next is not None and fail_next < 0:
             raise ValueError("failNext must not be negative")
+        if reject_next is not None and reject_next < 0:
+            raise ValueError("rejectNext must not be negative")
         targets = [self._pool(pool).faults] if pool is not None else [
             self.global_faults, *(p.faults for p in self.pools.values())]
         for faults in targets:
@@ -555,6 +560,8 @@ class SimCloud:
                 faults.latency_seconds = latency_seconds
             if fail_next is not None:
                 faults.fail_next = fail_next
+            if reject_next is not None:
+                faults.reject_next = reject_next
 
     def clear_faults(self) -> None:
         """Back to the pools' own failure rates, nothing down, no added latency."""
@@ -669,6 +676,11 @@ class SimCloud:
         if pool.faults.failure_rate > 0 and self.rng.random() < pool.faults.failure_rate:
             raise _HttpError(503, "TransientFailure",
                              f"pool {pool.spec.name}: transient create failure (simulated)")
+        if pool.faults.reject_next > 0:
+            pool.faults.reject_next -= 1
+            raise _HttpError(409, "InsufficientCapacity",
+                             f"pool {pool.spec.name}: no capacity for new instances in the "
+                             f"region right now (simulated)")
         body = await _read_json(request)
         try:
             instance_request = decode_request(pool.spec.name, body)
@@ -727,13 +739,14 @@ class SimCloud:
         body = await _read_json(request)
         if not isinstance(body, dict):
             raise _HttpError(400, "InvalidRequest", "body: expected a JSON object")
-        unknown = set(body) - {"pool", "failureRate", "down", "latencySeconds", "failNext"}
+        unknown = set(body) - {"pool", "failureRate", "down", "latencySeconds", "failNext",
+                               "rejectNext"}
         if unknown:
             raise _HttpError(400, "InvalidRequest",
                              f"body: unknown field(s): {', '.join(sorted(unknown))}")
         checks: dict[str, tuple[type, ...]] = {
             "pool": (str,), "failureRate": (int, float), "down": (bool,),
-            "latencySeconds": (int, float), "failNext": (int,)}
+            "latencySeconds": (int, float), "failNext": (int,), "rejectNext": (int,)}
         for key, kinds in checks.items():
             v = body.get(key)
             if v is not None and (not isinstance(v, kinds)
@@ -747,7 +760,7 @@ class SimCloud:
                 down=body.get("down"),
                 latency_seconds=None if body.get("latencySeconds") is None
                 else float(body["latencySeconds"]),
-                fail_next=body.get("failNext"))
+                fail_next=body.get("failNext"), reject_next=body.get("rejectNext"))
         except ValueError as exc:
             raise _HttpError(400, "InvalidRequest", f"body: {exc}") from None
         return _json(200, self._faults_json())

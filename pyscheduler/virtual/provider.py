@@ -69,6 +69,7 @@ from pyscheduler.kube.errors import ConflictError, KubeError, NotFoundError
 from pyscheduler.kube.events import EventRecorder, EventType
 from pyscheduler.kube.informer import Informer
 from pyscheduler.kube.tasks import bounded, cancel_and_wait
+from pyscheduler.virtual.burst import INSTANCE_ANNOTATION
 from pyscheduler.virtual.node import PoolConfig, describe_cloud_failure
 from pyscheduler.virtual.types import (
     FAILED,
@@ -117,7 +118,7 @@ log = structlog.get_logger("pyscheduler.virtual.provider")
 Obj = dict[str, Any]
 OnCreateFailed = Callable[[Obj], Awaitable[None]]
 
-ANNOTATION_INSTANCE = "wssp/cloud-instance"
+ANNOTATION_INSTANCE = INSTANCE_ANNOTATION
 TAG_POD_UID = "wssp/pod-uid"
 TAG_POD_NAMESPACE = "wssp/pod-namespace"
 TAG_POD_NAME = "wssp/pod-name"
@@ -178,7 +179,8 @@ class _GaugeFamily(Protocol):
 class ProviderMetrics(Protocol):
     """The Prometheus families the provider writes (``pyscheduler.metrics.SchedulerMetrics``
     has them; this package may not import it): orphans collected per pool, pods on virtual
-    nodes per pool and phase, and the hourly price of the instances alive per pool."""
+    nodes per pool and phase, the hourly price of the instances alive per pool, and the
+    instances currently seen without a pod per pool."""
 
     @property
     def cloud_orphans_collected(self) -> _CounterFamily: ...   # labels: pool
@@ -188,6 +190,9 @@ class ProviderMetrics(Protocol):
 
     @property
     def cloud_cost_per_hour(self) -> _GaugeFamily: ...         # labels: pool
+
+    @property
+    def cloud_orphan_instances(self) -> _GaugeFamily: ...      # labels: pool
 
 
 # -- pure mapping: pod -> instance request ------------------------------------------------------
@@ -795,6 +800,8 @@ class VirtualPodProvider:
             self.metrics.virtual_pods.labels(pool.name, phase).set(phases.get(phase, 0))
         cost = sum(i.price_per_hour for i in instances if i.phase in (PENDING, RUNNING))
         self.metrics.cloud_cost_per_hour.labels(pool.name).set(cost)
+        self.metrics.cloud_orphan_instances.labels(pool.name).set(
+            sum(1 for key in self._orphans if key[0] == pool.name))
 
     def _event(self, regarding: Obj, type_: EventType, reason: str, action: str,
                note: str) -> None:

@@ -47,7 +47,7 @@ from pyscheduler.kube.errors import (
     NotFoundError,
     TooManyRequestsError,
 )
-from pyscheduler.virtual.burst import VIRTUAL_LABEL
+from pyscheduler.virtual.burst import INSTANCE_ANNOTATION, POOL_LABEL, VIRTUAL_LABEL
 
 __all__ = ["REBALANCE_ANNOTATION", "Rebalancer"]
 
@@ -276,9 +276,9 @@ class Rebalancer:
                 "name": f"{name}-rb-{int(self.clock()) % 100000}",
                 "namespace": ns,
                 "labels": {k: v for k, v in (meta.get("labels") or {}).items()
-                           if k not in (VIRTUAL_LABEL, "wssp/cloud-pool")},
+                           if k not in (VIRTUAL_LABEL, POOL_LABEL)},
                 "annotations": {**{k: v for k, v in (meta.get("annotations") or {}).items()
-                                   if k != "wssp/cloud-instance"},
+                                   if k != INSTANCE_ANNOTATION},
                                 MOVED_FROM_ANNOTATION: f"{name} ({meta.get('uid')})"},
             },
             "spec": {k: v for k, v in obj["spec"].items() if k != "nodeName"},

@@ -260,3 +260,52 @@ def test_a_pdb_that_allows_no_disruption_keeps_pods_on_the_cloud(
     # Nothing was disrupted: the same pods still run on the cloud.
     assert {p.metadata.name for p in api_pods()
             if p.spec.node_name.startswith("wssp-")} == on_cloud
+
+
+def test_pods_refused_by_their_pool_try_the_next_one(
+        scheduler: SchedulerThread, core: client.CoreV1Api, api: client.ApiClient,
+        cloud: BackgroundCloudSim, ns: str) -> None:
+    """aci runs out of stock: after the provider's retries the pod is Failed (ProviderFailed);
+    a Deployment's replacement and a bare pod's copy both run in eci instead."""
+    for i in range(2):
+        core.create_namespaced_pod(ns, pod(f"full-{i}", cpu="3", labels={"role": "full"}))
+    wait_for(lambda: sum(1 for p in core.list_namespaced_pod(ns, label_selector="role=full")
+                         .items if p.spec.node_name) == 2, what="the real nodes to fill")
+    # Larger than any pod of the other tests, so aci stays open for theirs.
+    big = "3500m"
+    cloud.call(lambda: cloud.sim.set_faults("aci", reject_next=8))
+    try:
+        core.create_namespaced_pod(ns, pod("lonely", cpu=big))
+        client.AppsV1Api(api).create_namespaced_deployment(ns, {
+            "metadata": {"name": "solo"},
+            "spec": {"replicas": 1, "selector": {"matchLabels": {"app": "solo"}},
+                     "template": {"metadata": {"labels": {"app": "solo"}},
+                                  "spec": pod("x", cpu=big)["spec"]}}})
+
+        def on_eci() -> dict[str, Any] | None:
+            pods = {p.metadata.name: p for p in core.list_namespaced_pod(ns).items}
+            copy_, solo = pods.get("lonely-p2"), [
+                p for p in pods.values() if (p.metadata.labels or {}).get("app") == "solo"
+                and p.status.phase == "Running"]
+            if copy_ is not None and copy_.status.phase == "Running" and solo:
+                return {"copy": copy_, "solo": solo, "pods": pods}
+            return None
+        found = wait_for(on_eci, timeout=60, what="the refused pods to run in the next pool")
+    finally:
+        cloud.call(lambda: cloud.sim.set_faults("aci", reject_next=0))
+    copy_, pods = found["copy"], found["pods"]
+    assert copy_.spec.node_name == "wssp-virtual-eci"
+    assert copy_.metadata.annotations["wssp/burst-attempt"] == "2"
+    assert copy_.metadata.annotations["wssp/replaces"].startswith("lonely (lonely ")
+    assert copy_.metadata.annotations.get("wssp/cloud-instance", "eci/").startswith("eci/")
+    assert [p.spec.node_name for p in found["solo"]] == ["wssp-virtual-eci"]
+    original = pods["lonely"]
+    assert original.spec.node_name == "wssp-virtual-aci"
+    assert original.status.phase == "Failed" and original.status.reason == "ProviderFailed"
+    assert "InsufficientCapacity" in original.status.message
+    notes = [e.message for e in core.list_namespaced_event(ns).items
+             if e.involved_object.name == "lonely" and e.reason == "BurstRetry"]
+    assert notes == ["created lonely-p2 to try the next pool (attempt 2 of 2)"], notes
+    # Nothing is left in aci for these pods: refused creates leave no instance behind.
+    uids = {p.metadata.uid for p in pods.values()}
+    assert not uids & {i.pod_uid for i in cloud.call(lambda: cloud.sim.list("aci"))}
