@@ -25,8 +25,9 @@ in flight at once.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import time
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Coroutine, Mapping
 from typing import Any
 
 import numpy as np
@@ -81,6 +82,15 @@ def _scheduled_condition(pod: Obj) -> Obj | None:
         if c.get("type") == "PodScheduled":
             return dict(c)
     return None
+
+
+def steered(result: ScheduleResult, slots: Mapping[str, int], node: str) -> ScheduleResult:
+    """``result`` pointing at ``node`` instead, when ``node`` passed the filters (else as is)."""
+    slot = slots.get(node)
+    feasible = result.filtered.feasible
+    if slot is None or slot >= len(feasible) or not feasible[slot]:
+        return result
+    return dataclasses.replace(result, node=node, slot=slot)
 
 
 class Scheduler:
@@ -315,8 +325,9 @@ class Scheduler:
     def schedule_one(self, entry: QueuedPod) -> ScheduleResult | None:
         pod = entry.pod
         start = time.perf_counter()
-        if self.rebalancer is not None:
-            self.rebalancer.release_for_owner(pod)  # a replacement of a pod moved back
+        # A replacement of a pod the rebalancer evicted: its reservation is freed for it, and
+        # it goes to the reserved node when that node passes the filters.
+        steer = self.rebalancer.release_for_owner(pod) if self.rebalancer is not None else None
         ctx = CycleContext.for_pod(pod, self.cache.table, self._namespaces_matching)
         try:
             selection = self.select(pod) if self.select is not None else NO_SELECTION
@@ -345,6 +356,8 @@ class Scheduler:
             self.queue.requeue_backoff(pod.uid)
             self._spawn(self._set_unschedulable(pod, f"scheduling failed: {exc}", "Error"))
             return None
+        if steer is not None and result.node is not None and result.node != steer:
+            result = steered(result, self.cache.table.slots, steer)
         for shadow in selection.shadows:
             self._evaluate_shadow(pod, shadow, result)
         if self.metrics is not None:

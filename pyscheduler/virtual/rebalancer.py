@@ -72,6 +72,7 @@ class Rebalancer:
         self.virtual_pods: dict[str, Obj] = {}  # uid -> pod, for pods on virtual nodes
         self.moving: dict[str, str] = {}  # virtual pod uid -> reservation uid
         self._evicted: dict[str, set[str]] = {}  # evicted pod uid -> its controller uids
+        self._targets: dict[str, str] = {}  # evicted pod uid -> the real node reserved for it
         self._poke = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self._moves: set[asyncio.Task[None]] = set()
@@ -181,7 +182,7 @@ class Rebalancer:
                                       note=f"dry run: would move to {target} ({strategy})")
                 outcomes.append((key, f"dry-run:{target}"))
                 continue
-            reservation = self._reserve(obj, target)
+            reservation = self.reserve(obj, target)
             if reservation is None:
                 outcomes.append((key, "no-fit"))
                 continue
@@ -214,7 +215,8 @@ class Rebalancer:
         node: str | None = result.node
         return node
 
-    def _reserve(self, obj: Obj, node: str) -> str | None:
+    def reserve(self, obj: Obj, node: str) -> str | None:
+        """Hold ``obj``'s requests on ``node`` in the cache (an assumed placeholder pod)."""
         clone = copy.deepcopy(obj)
         clone["spec"]["nodeName"] = node
         uid = f"rebalance:{obj['metadata']['uid']}"
@@ -225,22 +227,33 @@ class Rebalancer:
             return None
         return uid
 
+    def await_replacement(self, obj: Obj, node: str) -> None:
+        """``obj`` (being moved, its capacity reserved on ``node``) was evicted: the next pod of
+        its controller gets the reservation (:meth:`release_for_owner`)."""
+        meta = obj["metadata"]
+        owners = {r.get("uid") for r in meta.get("ownerReferences") or () if r.get("controller")}
+        self._evicted[str(meta["uid"])] = {str(o) for o in owners}
+        self._targets[str(meta["uid"])] = node
+
     def release(self, reservation: str) -> None:
         self.scheduler.cache.forget(reservation)
 
-    def release_for_owner(self, pod: PodInfo) -> None:
+    def release_for_owner(self, pod: PodInfo) -> str | None:
         """A new pod of a controller whose virtual pod we evicted: free the reserved capacity
-        just before it is scheduled, so that it can use it."""
+        just before it is scheduled, and answer the node it was reserved on (the scheduler
+        steers the pod there when that node passes its filters)."""
         owners = {r.get("uid") for r in (pod.raw.get("metadata") or {}).get(
             "ownerReferences") or () if r.get("controller")}
         if not owners:
-            return
+            return None
         for uid, reservation in list(self.moving.items()):
             evicted = self._evicted.get(uid)
             if evicted is not None and evicted & owners:
                 self.release(reservation)
                 del self.moving[uid]
                 self._evicted.pop(uid, None)
+                return self._targets.pop(uid, None)
+        return None
 
     async def _move(self, obj: Obj, node: str, strategy: str, reservation: str) -> None:
         sched = self.scheduler
@@ -334,8 +347,7 @@ class Rebalancer:
             return False
         except KubeError:
             raise
-        owners = {r.get("uid") for r in meta.get("ownerReferences") or () if r.get("controller")}
-        self._evicted[uid] = {str(o) for o in owners}
+        self.await_replacement(obj, node)
         sched.recorder.record(obj, type_="Normal", reason="Rebalance", action="Rebalance",
                               note=f"evicted so that its controller replaces it on a real "
                                    f"node ({node} has room)")
@@ -348,5 +360,6 @@ class Rebalancer:
     def _expire_eviction(self, uid: str) -> None:
         reservation = self.moving.pop(uid, None)
         self._evicted.pop(uid, None)
+        self._targets.pop(uid, None)
         if reservation is not None:
             self.release(reservation)

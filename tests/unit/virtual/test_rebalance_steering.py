@@ -1,0 +1,81 @@
+"""An evicted virtual pod's replacement gets the capacity reserved for it, and the node."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+from typing import Any
+
+from pyscheduler.config import RebalancerConfig, parse_config
+from pyscheduler.framework.cache import Cache
+from pyscheduler.framework.interface import CycleContext
+from pyscheduler.framework.nodetable import node_info
+from pyscheduler.framework.pipeline import Pipeline
+from pyscheduler.framework.pod import pod_info
+from pyscheduler.plugins.registry import build_profile
+from pyscheduler.scheduler import steered
+from pyscheduler.virtual.rebalancer import Rebalancer
+
+
+def node(name: str, cpu: str = "4") -> dict[str, Any]:
+    return {"metadata": {"name": name, "labels": {"kubernetes.io/hostname": name}},
+            "status": {"allocatable": {"cpu": cpu, "memory": "16Gi", "pods": "110"}}}
+
+
+def web_pod(name: str, uid: str, owner: str = "rs-1", cpu: str = "1",
+            node_name: str | None = None) -> dict[str, Any]:
+    spec: dict[str, Any] = {"containers": [{"name": "c", "image": "x", "resources": {
+        "requests": {"cpu": cpu, "memory": "1Gi"}}}]}
+    if node_name:
+        spec["nodeName"] = node_name
+    return {"metadata": {"name": name, "namespace": "d", "uid": uid, "ownerReferences": [
+        {"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": owner, "uid": owner,
+         "controller": True}]}, "spec": spec}
+
+
+def requested_cpu(cache: Cache, name: str) -> int:
+    slot = cache.table.slots[name]
+    return int(cache.table.requested[slot, 0])
+
+
+def test_the_replacement_gets_the_reservation_and_the_reserved_node() -> None:
+    cache = Cache()
+    for name in ("a", "b", "c"):
+        cache.set_node(node_info(node(name)))
+    rebalancer = Rebalancer(SimpleNamespace(cache=cache), RebalancerConfig())
+    virtual = web_pod("web-x", "v-1", node_name="wssp-virtual-aci")
+    reservation = rebalancer.reserve(virtual, "b")
+    assert reservation is not None
+    rebalancer.moving["v-1"] = reservation
+    assert requested_cpu(cache, "b") == 1000          # held while the eviction is under way
+    rebalancer.await_replacement(virtual, "b")
+
+    # Another controller's pod neither takes nor frees the reservation.
+    assert rebalancer.release_for_owner(pod_info(web_pod("other", "o-1", owner="rs-2"))) \
+        is None
+    assert requested_cpu(cache, "b") == 1000
+    replacement = pod_info(web_pod("web-y", "r-1"))
+    assert rebalancer.release_for_owner(replacement) == "b"
+    assert requested_cpu(cache, "b") == 0 and rebalancer.moving == {}
+    assert rebalancer.release_for_owner(replacement) is None   # given once
+
+    # Three equal nodes: the pipeline's random tie-break may pick any; steering picks b.
+    picks = set()
+    for seed in range(12):
+        pipeline = Pipeline(build_profile(parse_config({}, "t")), seed=seed)
+        result = pipeline.schedule(CycleContext.for_pod(replacement, cache.table))
+        picks.add(result.node)
+        moved = steered(result, cache.table.slots, "b")
+        assert moved.node == "b" and moved.slot == cache.table.slots["b"]
+    assert len(picks) > 1                             # steering is what made it b
+
+
+def test_steering_never_overrides_the_filters() -> None:
+    cache = Cache()
+    cache.set_node(node_info(node("a", cpu="4")))
+    cache.set_node(node_info(node("b", cpu="1")))        # too small for the pod
+    pod = pod_info(web_pod("web-y", "r-1", cpu="2"))
+    result = Pipeline(build_profile(parse_config({}, "t")), seed=1).schedule(
+        CycleContext.for_pod(pod, cache.table))
+    assert result.node == "a"
+    assert steered(result, cache.table.slots, "b") is result
+    assert steered(result, cache.table.slots, "gone") is result
