@@ -11,6 +11,9 @@ Scenarios use nodes of 4 CPU / 32Gi / 110 pods and pods requesting 100m / 500Mi.
   Reports throughput average/p50/p90/p99, scheduler CPU seconds per 1000 pods, the scheduler's
   peak RSS, its attempt latency percentiles (from its own /metrics), and the bind ceiling of the
   same API server measured right after with concurrent binding clients.
+  ``--pod-fragment replace|extend`` annotates every pod with a fragment resource serving the
+  packaged default fragment in that mode (filter and score), so the built-in profile and a
+  fragment doing the same job can be compared end to end (run with ``--schedule-fragment none``).
 
 Results are printed as a table and written as JSON (``--json FILE``).
 
@@ -59,6 +62,11 @@ def node_obj(i: int) -> dict[str, Any]:
     return {"metadata": {"name": f"node-{i}", "labels": {
         "kubernetes.io/hostname": f"node-{i}", "topology.kubernetes.io/zone": f"zone-{i % 3}"}},
             "status": {"allocatable": {"cpu": "4", "memory": "32Gi", "pods": "110"}}}
+
+
+FRAGMENT_RESOURCE = "bench-v1.0.0"
+PACKAGED_FRAGMENTS = Path(__file__).resolve().parents[1] / "pyscheduler" / "wasm" / "fragments"
+CRD = Path(__file__).resolve().parents[1] / "manifests" / "crd-wsspschedulerconfiguration.yaml"
 
 
 def pod_obj(i: int, prefix: str = "pod", node: str = "") -> dict[str, Any]:
@@ -151,11 +159,16 @@ async def _e2e(args: argparse.Namespace, workdir: Path, sched_pid: int, server_p
         watch = asyncio.create_task(count_bindings(
             c, "/api/v1/namespaces/bench/pods", rv, target, bound_times, done))
 
+        if args.pod_fragment:
+            await _serve_fragment(c, args.pod_fragment)
+
         async def create_all(prefix: str, n: int, scheduler: str = "pyscheduler") -> None:
             async def create(i: int) -> None:
                 p = pod_obj(i, prefix)
                 del p["metadata"]["uid"]
                 p["spec"]["schedulerName"] = scheduler
+                if args.pod_fragment:
+                    p["metadata"]["annotations"] = {"wssp/schedulefragment": FRAGMENT_RESOURCE}
                 status, resp = await c.request("POST", "/api/v1/namespaces/bench/pods", p)
                 if status != 201:
                     raise RuntimeError(f"create failed {status}: {resp[:200]!r}")
@@ -204,7 +217,9 @@ async def _e2e(args: argparse.Namespace, workdir: Path, sched_pid: int, server_p
         measured = len(bound_times) - args.initial
         return {
             "scenario": f"e2e {args.nodes} nodes / {args.initial} initial / {args.pods} pods"
-                        f" (scheduleFragment {args.schedule_fragment})",
+                        f" (scheduleFragment {args.schedule_fragment}"
+                        + (f", pods use the default fragment in {args.pod_fragment} mode"
+                           if args.pod_fragment else "") + ")",
             "scheduled": measured,
             "pods_per_second": measured / elapsed if elapsed else 0.0,
             "throughput_samples": {"avg": statistics.mean(samples) if samples else 0.0,
@@ -224,6 +239,39 @@ async def _e2e(args: argparse.Namespace, workdir: Path, sched_pid: int, server_p
         await c.session.close()
 
 
+async def _serve_fragment(c: Client, mode: str) -> None:
+    """The CRD and a resource serving the packaged default fragment in ``mode``; returns
+    once the scheduler reports it Ready."""
+    import orjson
+    status, resp = await c.request(
+        "POST", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions",
+        yaml.safe_load(CRD.read_text()))
+    if status not in (201, 409):
+        raise RuntimeError(f"CRD create failed {status}: {resp[:200]!r}")
+    path = "/apis/wssp.pyscheduler.io/v1alpha1/wsspschedulerconfigurations"
+    body = {"apiVersion": "wssp.pyscheduler.io/v1alpha1", "kind": "WsspSchedulerConfiguration",
+            "metadata": {"name": FRAGMENT_RESOURCE},
+            "spec": {"url": (PACKAGED_FRAGMENTS / "default-v1.0.0.wasm").as_uri(),
+                     "stages": {"filter": {"mode": mode},
+                                "score": {"mode": mode, "weight": 1}}}}
+    for _ in range(100):  # the CRD's resource is served a moment after the CRD is created
+        status, resp = await c.request("POST", path, body)
+        if status in (201, 409):
+            break
+        await asyncio.sleep(0.1)
+    else:
+        raise RuntimeError(f"fragment resource create failed {status}: {resp[:200]!r}")
+    for _ in range(300):
+        status, resp = await c.request("GET", f"{path}/{FRAGMENT_RESOURCE}")
+        phase = (orjson.loads(resp).get("status") or {}).get("phase") if status == 200 else None
+        if phase == "Ready":
+            return
+        if phase == "Failed":
+            raise RuntimeError(f"fragment failed to load: {resp[:300]!r}")
+        await asyncio.sleep(0.1)
+    raise RuntimeError("the fragment resource did not become Ready in 30 s")
+
+
 def bench_e2e(args: argparse.Namespace) -> dict[str, Any]:
     with tempfile.TemporaryDirectory() as tmp:
         workdir = Path(tmp)
@@ -235,7 +283,8 @@ def bench_e2e(args: argparse.Namespace) -> dict[str, Any]:
             "leaderElection": {"enabled": False}, "metricsAddress": f"127.0.0.1:{port}",
             "logLevel": "warning",
             "scheduleFragment": None if args.schedule_fragment == "none"
-            else args.schedule_fragment}))
+            else args.schedule_fragment,
+            "storage": {"allowedFileDirs": [str(PACKAGED_FRAGMENTS)]}}))
         env = {**os.environ, "PYTHONUNBUFFERED": "1"}
         sim = subprocess.Popen(
             [sys.executable, "-m", "pyscheduler.cli", "--log-level", "warning", "sim", "up",
@@ -289,6 +338,9 @@ def main() -> int:
     parser.add_argument("--concurrency", type=int, default=32)
     parser.add_argument("--ceiling-pods", type=int, default=5000)
     parser.add_argument("--json", type=Path, default=None)
+    parser.add_argument("--pod-fragment", choices=["replace", "extend"], default=None,
+                        help="e2e: pods name a resource serving the default fragment in this "
+                             "mode")
     parser.add_argument("--schedule-fragment", default="default:v1.0.0",
                         help="the scheduler's scheduleFragment (none: the built-ins alone)")
     args = parser.parse_args()
