@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-stamp
 
 .PHONY: venv test typecheck lint-imports unit demo bench bench-apiserver bench-scheduler \
-	bench-fragments bench-bursting fragments toolchain test-wasmer clean
+	bench-fragments bench-bursting fragments toolchain test-wasmer clean image wheel
 
 $(STAMP): setup.cfg pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -22,16 +22,32 @@ lint-imports: venv
 	$(VENV)/bin/lint-imports --no-cache
 
 # Guest toolchains (clang + lld for C fragments, wabt for WAT), so that the tests can check the
-# committed .wasm files against their sources. Installed with apt-get when missing and possible.
+# committed .wasm files against their sources, and Prometheus (prometheus + promtool), which the
+# monitoring test starts on loopback to run every dashboard query and alert. Installed with
+# apt-get when missing and possible. The prometheus package must not leave a service running:
+# a policy-rc.d refusing every start is put in place for the install when there is none, and
+# on a machine run by systemd the unit is stopped and disabled afterwards.
 toolchain:
 	@if ! command -v clang >/dev/null || ! command -v wasm-ld >/dev/null \
-	    || ! command -v wat2wasm >/dev/null; then \
+	    || ! command -v wat2wasm >/dev/null || ! command -v prometheus >/dev/null \
+	    || ! command -v promtool >/dev/null; then \
 	  if command -v apt-get >/dev/null && [ "$$(id -u)" = 0 ]; then \
+	    policy=; \
+	    if [ ! -e /usr/sbin/policy-rc.d ]; then \
+	      printf '#!/bin/sh\nexit 101\n' > /usr/sbin/policy-rc.d && chmod 755 /usr/sbin/policy-rc.d \
+	      && policy=1; \
+	    fi; \
 	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
-	      clang lld wabt >/dev/null; \
+	      clang lld wabt >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
+	      --no-install-recommends prometheus >/dev/null; status=$$?; \
+	    if [ -n "$$policy" ]; then rm -f /usr/sbin/policy-rc.d; fi; \
+	    if [ -d /run/systemd/system ] && command -v systemctl >/dev/null; then \
+	      systemctl disable --now prometheus >/dev/null 2>&1 || true; \
+	    fi; \
+	    exit $$status; \
 	  else \
-	    echo "toolchain: clang/lld/wabt missing and cannot be installed here:" \
-	         "the fragment build check will be skipped"; \
+	    echo "toolchain: clang/lld/wabt/prometheus missing and cannot be installed here:" \
+	         "the fragment build check and the Prometheus test will be skipped"; \
 	  fi; \
 	fi
 
@@ -68,5 +84,38 @@ bench-fragments: venv
 bench-bursting: venv
 	$(PY) hack/bench_bursting.py --pods 1000
 
+# The wheel (dist/pyscheduler-<version>-py3-none-any.whl), built as the Dockerfile builds it.
+wheel: venv
+	rm -f dist/pyscheduler-*.whl
+	$(PY) -m pip wheel -q --disable-pip-version-check --no-deps --wheel-dir dist .
+	@ls dist/pyscheduler-*.whl
+
+# The container image (Dockerfile) with docker or podman, whichever engine answers
+# (CONTAINER_ENGINE=podman to choose). IMAGE names it; the manifests deploy pyscheduler:dev.
+IMAGE ?= pyscheduler:dev
+CONTAINER_ENGINE ?=
+
+image:
+	@engine="$(CONTAINER_ENGINE)"; tried=""; \
+	if [ -z "$$engine" ]; then \
+	  for candidate in docker podman; do \
+	    if ! command -v $$candidate >/dev/null 2>&1; then \
+	      tried="$$tried $$candidate (not installed);"; \
+	    elif ! $$candidate info >/dev/null 2>&1; then \
+	      tried="$$tried $$candidate (installed, but '$$candidate info' fails: no engine answers);"; \
+	    else engine=$$candidate; break; fi; \
+	  done; \
+	fi; \
+	if [ -z "$$engine" ]; then \
+	  echo "make image: needs a container engine, and none answers:$$tried" \
+	       "start the Docker daemon or install podman (or set CONTAINER_ENGINE)" >&2; \
+	  exit 1; \
+	fi; \
+	version=$$(sed -n 's/^__version__ = "\(.*\)"$$/\1/p' pyscheduler/__init__.py); \
+	revision=$$(git rev-parse HEAD 2>/dev/null || echo unknown); \
+	echo "$$engine build -t $(IMAGE) ."; \
+	$$engine build --build-arg VERSION="$$version" --build-arg REVISION="$$revision" \
+	  -t $(IMAGE) .
+
 clean:
-	rm -rf $(VENV) .venv310 .mypy_cache .pytest_cache build *.egg-info
+	rm -rf $(VENV) .venv310 .mypy_cache .pytest_cache build dist *.egg-info

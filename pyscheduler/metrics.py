@@ -14,8 +14,12 @@ Design
   the process collectors (``process_cpu_seconds_total``, ``process_resident_memory_bytes``...) that
   the kubernetes-mixin scheduler dashboard reads.
 * **Series exist from the start.** Label sets with a known, small domain (attempt results, queue
-  names, cache entry kinds) are created at zero when the instance is built, so ``rate()`` and
-  absence alerts behave from the first scrape.
+  names, cache entry kinds, rebalance outcomes, pods bound at the first attempt) are created at
+  zero when the instance is built, those of an informer, a cloud pool or a fragment when it is
+  configured or loaded (``init_informers``, ``init_pools``, ``init_fragment``), so ``rate()``,
+  ``increase()`` and absence alerts behave from the first scrape: a counter whose series is
+  born at 1 shows no increase, and an alert on "any trap in the last 10 minutes" would miss the
+  first trap.
 * **No ``*_created`` series.** prometheus_client adds a ``<name>_created`` sample to counters and
   histograms; kube-scheduler exposes none, and they would double the series count of every
   counter. The exposition filters them out without touching prometheus_client's global switch.
@@ -69,6 +73,8 @@ __all__ = [
     "CacheType",
     "EXTENSION_POINTS",
     "EXTENSION_POINT_BUCKETS",
+    "FRAGMENT_CALL_RESULTS",
+    "FRAGMENT_STAGES",
     "HealthCheck",
     "HealthServer",
     "PLUGIN_BUCKETS",
@@ -76,6 +82,9 @@ __all__ = [
     "POD_ATTEMPTS_BUCKETS",
     "QUEUES",
     "QueueName",
+    "REBALANCE_RESULTS",
+    "REBALANCE_STRATEGIES",
+    "SHADOW_DISAGREEMENTS",
     "SLI_BUCKETS",
     "SchedulerMetrics",
     "exponential_buckets",
@@ -97,6 +106,17 @@ EXTENSION_POINTS: Final[tuple[str, ...]] = (
     "PreFilter", "Filter", "PostFilter", "PreScore", "Score", "ScoreExtensionNormalize",
     "Reserve", "Unreserve", "Permit", "PreBind", "Bind", "PostBind",
 )
+#: Values of ``pyscheduler_fragment_calls_total``'s ``result`` label: ``ok``, then every kind of
+#: failed call (:class:`pyscheduler.wasm.errors.CallError`).
+FRAGMENT_CALL_RESULTS: Final[tuple[str, ...]] = (
+    "ok", "trap", "fuel", "timeout", "memory", "return", "output")
+#: Values of the fragment metrics' ``stage`` label.
+FRAGMENT_STAGES: Final[tuple[str, ...]] = ("filter", "score")
+#: Values of ``pyscheduler_fragment_shadow_disagreements_total``'s ``kind`` label.
+SHADOW_DISAGREEMENTS: Final[tuple[str, ...]] = ("feasible", "node", "error")
+#: Values of ``pyscheduler_rebalance_moves_total``'s ``strategy`` and ``result`` labels.
+REBALANCE_STRATEGIES: Final[tuple[str, ...]] = ("copy", "evict")
+REBALANCE_RESULTS: Final[tuple[str, ...]] = ("ok", "failed")
 #: kube-scheduler's pluginMetricsSamplePercent (pkg/scheduler/schedule_one.go).
 PLUGIN_METRICS_SAMPLE_PERCENT: Final = 10
 
@@ -262,6 +282,11 @@ class SchedulerMetrics:
             "pyscheduler_fragment_loads_total",
             "Number of fragment loads, by fragment resource and result (success, failure).",
             ["fragment", "result"], registry=registry)
+        self.fragment_load_failed = Gauge(
+            "pyscheduler_fragment_load_failed",
+            "1 while the newest generation of a fragment resource failed to validate or load "
+            "(an earlier version, if any, keeps serving); 0 once a generation loads.",
+            ["fragment"], registry=registry)
         self.fragment_info = Gauge(
             "pyscheduler_fragment_info",
             "1 for every fragment version serving, with its digest and runtime.",
@@ -295,6 +320,11 @@ class SchedulerMetrics:
             "pyscheduler_cloud_orphans_collected_total",
             "Cloud instances deleted because no pod owned them any more.", ["pool"],
             registry=registry)
+        self.cloud_orphan_instances = Gauge(
+            "pyscheduler_cloud_orphan_instances",
+            "Cloud instances seen without a pod at the last full listing of the pool, waiting "
+            "for the orphan grace period or for a delete that keeps failing.", ["pool"],
+            registry=registry)
         self.cloud_cost_per_hour = Gauge(
             "pyscheduler_cloud_cost_per_hour",
             "Estimated cost per hour of the instances running in each pool (the pool's "
@@ -321,8 +351,65 @@ class SchedulerMetrics:
             self.pending_pods.labels(queue)
         for kind in CACHE_TYPES:
             self.cache_size.labels(kind)
+        # Most pods are bound at their first attempt: that series of the SLI histogram exists
+        # from the start (others appear with the first pod that needed that many attempts).
+        self.pod_scheduling_sli_duration.labels("1")
+        for strategy in REBALANCE_STRATEGIES:
+            for outcome in REBALANCE_RESULTS:
+                self.rebalance_moves.labels(strategy, outcome)
 
     # ---- helpers --------------------------------------------------------------------------
+
+    def init_pools(self, pools: Iterable[str]) -> None:
+        """Create the per-pool series of the configured cloud pools at zero."""
+        for pool in pools:
+            self.bursts.labels(pool)
+            self.cloud_orphans_collected.labels(pool)
+            self.cloud_orphan_instances.labels(pool)
+            self.cloud_cost_per_hour.labels(pool)
+
+    def init_informers(self, resources: Iterable[str]) -> None:
+        """Create the relist and reconnect series of the scheduler's informers at zero."""
+        for resource in resources:
+            self.informer_relists.labels(resource)
+            self.informer_reconnects.labels(resource)
+
+    def init_fragment(self, fragment: str, stages: Iterable[str], *,
+                      shadow: str | None = None) -> None:
+        """Create a loaded fragment's call series at zero, one per stage and result, and for a
+        shadow version (named ``shadow`` in the shadow metrics) its evaluation series."""
+        for stage in stages:
+            for result in FRAGMENT_CALL_RESULTS:
+                self.fragment_calls.labels(fragment, stage, result)
+        if shadow is not None:
+            self.fragment_shadow_evaluations.labels(shadow)
+            for kind in SHADOW_DISAGREEMENTS:
+                self.fragment_shadow_disagreements.labels(shadow, kind)
+
+    def set_fragment_load_result(self, fragment: str, *, ok: bool) -> None:
+        """Count one load of ``fragment`` and remember whether its newest generation failed."""
+        self.fragment_loads.labels(fragment, "success" if ok else "failure").inc()
+        self.fragment_load_failed.labels(fragment).set(0 if ok else 1)
+
+    def forget_fragment(self, fragment: str, *, shadow: str | None = None) -> None:
+        """Drop the series of a deleted fragment resource (its counters too: a deleted
+        resource's failures must not keep an alert firing, nor its series accumulate)."""
+        label_sets: list[tuple[Any, tuple[str, ...]]] = [(self.fragment_load_failed, (fragment,))]
+        if shadow is not None:
+            label_sets.append((self.fragment_shadow_evaluations, (shadow,)))
+            label_sets += [(self.fragment_shadow_disagreements, (shadow, kind))
+                           for kind in SHADOW_DISAGREEMENTS]
+        label_sets += [(self.fragment_loads, (fragment, result))
+                       for result in ("success", "failure")]
+        for stage in FRAGMENT_STAGES:
+            label_sets.append((self.fragment_call_duration, (fragment, stage)))
+            label_sets += [(self.fragment_calls, (fragment, stage, result))
+                           for result in FRAGMENT_CALL_RESULTS]
+        for family, labels in label_sets:
+            try:
+                family.remove(*labels)
+            except KeyError:
+                pass  # never created
 
     def _child(self, metric: Any, *labels: str) -> Any:
         """``metric.labels(*labels)``, remembered: the scheduling loop observes the same few

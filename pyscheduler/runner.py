@@ -46,6 +46,7 @@ class SchedulerApp:
         burster = Burster([PoolSettings(p.name, p.platform, p.max_pods) for p in vn.pools]) \
             if vn.enabled else None
         self.scheduler = Scheduler(client, config, metrics=self.metrics, burster=burster)
+        self.metrics.init_informers(i.name for i in self.scheduler.informers)
         self.health = HealthServer(self.metrics, host=config.metrics_host,
                                    port=config.metrics_port)
         self.health.add_readiness_check("informers-synced", lambda: self.scheduler.synced)
@@ -64,6 +65,7 @@ class SchedulerApp:
         self._limits_task: asyncio.Task[None] | None = None
         self._prices: dict[str, float] = {}  # pool -> price per cpu-hour (rebalance order)
         self.lost_leadership = asyncio.Event()
+        self._stopping = False  # stop() called: stepping down is then expected, not a loss
         self.elector: LeaderElector | None = None
         self._loop_task: asyncio.Task[None] | None = None
         if vn.enabled:
@@ -196,7 +198,10 @@ class SchedulerApp:
 
     def _lost(self) -> None:
         self.metrics.set_leader(False)
-        log.error("leader election lost: stopped scheduling")
+        if self._stopping:
+            log.info("stopped leading: shutting down")
+        else:
+            log.error("leader election lost: stopped scheduling")
         self.lost_leadership.set()
 
     @property
@@ -204,6 +209,7 @@ class SchedulerApp:
         return self.elector.is_leader if self.elector is not None else True
 
     async def stop(self, *, release: bool = True) -> None:
+        self._stopping = True
         if self._loop_task is not None:
             self._loop_task.cancel()
             with contextlib.suppress(asyncio.CancelledError):

@@ -1,7 +1,8 @@
 """Decoding of Kubernetes protobuf request bodies into the JSON objects a JSON client would send.
 
 kubectl's typed commands (``kubectl create deployment|namespace|configmap|secret|service|job|
-cronjob|poddisruptionbudget|serviceaccount``, ``kubectl debug --copy-to``, ...) send their
+cronjob|poddisruptionbudget|serviceaccount|quota|role|clusterrole|rolebinding|
+clusterrolebinding``, ``kubectl debug --copy-to``, ...) send their
 request bodies as ``application/vnd.kubernetes.protobuf`` and never fall back to JSON (commands
 that go through the unstructured client, such as ``kubectl run``, ``apply`` and ``drain``'s
 evictions, post JSON). The embedded API server keeps every object as JSON, so this module turns
@@ -16,9 +17,10 @@ Wire format
     k8s.io/apimachinery.
 
 Kinds
-    ``v1`` Pod, Namespace, ConfigMap, Secret, Service, ServiceAccount, Binding, Node, Endpoints
-    and Event; ``apps/v1`` Deployment and ReplicaSet; ``batch/v1`` Job and CronJob;
-    ``policy/v1`` PodDisruptionBudget and Eviction; ``coordination.k8s.io/v1`` Lease;
+    ``v1`` Pod, Namespace, ConfigMap, Secret, Service, ServiceAccount, Binding, Node, Endpoints,
+    Event and ResourceQuota; ``apps/v1`` Deployment and ReplicaSet; ``batch/v1`` Job and
+    CronJob; ``policy/v1`` PodDisruptionBudget and Eviction; ``rbac.authorization.k8s.io/v1``
+    Role, ClusterRole, RoleBinding and ClusterRoleBinding; ``coordination.k8s.io/v1`` Lease;
     ``autoscaling/v1`` Scale; ``events.k8s.io/v1`` Event; and DeleteOptions under any
     apiVersion. Statuses are covered too, so nothing a client may send is refused.
 
@@ -167,6 +169,16 @@ _TABLE: dict[str, str] = {
         1 component str  2 host str""",
     "EventSeries": """
         1 count i32  2 lastObservedTime microtime""",
+    "ResourceQuota": """
+        1 metadata ObjectMeta  2 spec ResourceQuotaSpec  3 status ResourceQuotaStatus""",
+    "ResourceQuotaSpec": """
+        1 hard {quantity}  2 scopes []str  3 scopeSelector ScopeSelector""",
+    "ScopeSelector": """
+        1 matchExpressions []ScopedResourceSelectorRequirement""",
+    "ScopedResourceSelectorRequirement": """
+        1 scopeName str!  2 operator str!  3 values []str""",
+    "ResourceQuotaStatus": """
+        1 hard {quantity}  2 used {quantity}""",
     # ---- core/v1: Service ----
     "Service": """
         1 metadata ObjectMeta  2 spec ServiceSpec  3 status ServiceStatus""",
@@ -617,6 +629,22 @@ _TABLE: dict[str, str] = {
         7 conditions []Condition""",
     "Eviction": """
         1 metadata ObjectMeta  2 deleteOptions DeleteOptions""",
+    # ---- rbac.authorization.k8s.io/v1 ----
+    "Role": """
+        1 metadata ObjectMeta  2 rules []PolicyRule""",
+    "ClusterRole": """
+        1 metadata ObjectMeta  2 rules []PolicyRule  3 aggregationRule AggregationRule""",
+    "PolicyRule": """
+        1 verbs []str  2 apiGroups []str  3 resources []str  4 resourceNames []str
+        5 nonResourceURLs []str""",
+    "AggregationRule": """
+        1 clusterRoleSelectors []LabelSelector""",
+    "RoleBinding": """
+        1 metadata ObjectMeta  2 subjects []Subject  3 roleRef RoleRef""",
+    "Subject": """
+        1 kind str!  2 apiGroup str  3 name str!  4 namespace str""",
+    "RoleRef": """
+        1 apiGroup str!  2 kind str!  3 name str!""",
     # ---- coordination.k8s.io/v1 ----
     "Lease": """
         1 metadata ObjectMeta  2 spec LeaseSpec""",
@@ -660,6 +688,11 @@ _KINDS: dict[tuple[str, str], str] = {
     ("batch/v1", "CronJob"): "CronJob",
     ("policy/v1", "PodDisruptionBudget"): "PodDisruptionBudget",
     ("policy/v1", "Eviction"): "Eviction",
+    ("v1", "ResourceQuota"): "ResourceQuota",
+    ("rbac.authorization.k8s.io/v1", "Role"): "Role",
+    ("rbac.authorization.k8s.io/v1", "ClusterRole"): "ClusterRole",
+    ("rbac.authorization.k8s.io/v1", "RoleBinding"): "RoleBinding",
+    ("rbac.authorization.k8s.io/v1", "ClusterRoleBinding"): "RoleBinding",
     ("coordination.k8s.io/v1", "Lease"): "Lease",
     ("autoscaling/v1", "Scale"): "Scale",
     ("events.k8s.io/v1", "Event"): "events.Event",

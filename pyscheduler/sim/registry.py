@@ -273,6 +273,9 @@ class Registry:
             prefix = meta["generateName"][:_MAX_GENERATED_PREFIX]
             meta["name"] = prefix + "".join(self.rng.choice(_NAME_ALPHABET) for _ in range(5))
         now = now_rfc3339()
+        # The uid comes first, as in kube's generic store: strategies may use it (a Job's
+        # generated selector names it).
+        meta["uid"] = _uuid4()
         strategies.prepare_for_create(rt, obj, now)
         _strict_check(strategies.admit_custom(rt, obj), strict)
         errs = strategies.validate_create(rt, obj)
@@ -286,7 +289,6 @@ class Registry:
         for key in ("resourceVersion", "deletionTimestamp", "deletionGracePeriodSeconds",
                     "managedFields", "selfLink"):
             meta.pop(key, None)
-        meta["uid"] = _uuid4()
         meta["creationTimestamp"] = now
         if rt.has_spec or rt.custom:
             meta["generation"] = 1
@@ -358,6 +360,7 @@ class Registry:
             obj.pop("status", None)
         if rt.kind == "Namespace" and rt.group == "":
             obj["spec"] = old.get("spec", {})
+        strategies.prepare_for_update(rt, obj, old)
         if (rt.has_spec or rt.custom) and "generation" in old_meta:
             changed = any(obj.get(k) != old.get(k) for k in set(obj) | set(old)
                           if k not in ("metadata", "status", "kind", "apiVersion"))

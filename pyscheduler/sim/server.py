@@ -17,6 +17,7 @@ import hmac
 import re
 import secrets
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from typing import Any
 
 import orjson
@@ -40,7 +41,7 @@ from pyscheduler.api.labels import LabelSelector, SelectorError, parse_label_sel
 from pyscheduler.sim.selectors import FieldSelector, check_field_selector, parse_field_selector
 from pyscheduler.sim.store import Stored, Watcher
 
-__all__ = ["ApiServer", "MAX_BODY_BYTES"]
+__all__ = ["ApiServer", "AuditRecord", "MAX_BODY_BYTES"]
 
 log = structlog.get_logger("pyscheduler.sim.server")
 
@@ -56,6 +57,16 @@ KUBE_VERSION = {"major": "1", "minor": "32", "gitVersion": "v1.32.0-pyscheduler.
 PUBLIC_PATHS = frozenset({"/version", "/healthz", "/livez", "/readyz"})
 JSON = "application/json"
 AGGREGATED = "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList"
+
+
+@dataclass(frozen=True, slots=True)
+class AuditRecord:
+    """One authenticated request as it arrived: who asked (``User-Agent``) and for what."""
+
+    method: str
+    path: str
+    query: dict[str, str]
+    user_agent: str
 
 
 def _json(body: Any, status: int = 200, content_type: str = JSON) -> web.Response:
@@ -101,6 +112,9 @@ class ApiServer:
         # Fault injection: (method, path regex, status code, remaining count)
         self._faults: list[list[Any]] = []
         self.active_watches = 0
+        #: Request recording (an audit log): set to a list and every authenticated request is
+        #: appended to it as it arrives. Tests use it to see which API calls a client makes.
+        self.audit_log: list[AuditRecord] | None = None
 
     # -- lifecycle -----------------------------------------------------------------------------
 
@@ -171,6 +185,9 @@ class ApiServer:
                 return _error(errors.unauthorized())
         elif request.path not in PUBLIC_PATHS:
             return _error(errors.unauthorized())
+        if self.audit_log is not None and auth:
+            self.audit_log.append(AuditRecord(request.method, request.path, dict(request.query),
+                                              request.headers.get("User-Agent", "")))
         if self._faults:
             injected = self._injected(request)
             if injected is not None:

@@ -11,16 +11,29 @@ reproduces the part of that which the scheduler and its users can observe:
 * Pod update rules: the spec is immutable except for the fields kube allows, and ``nodeName`` can
   only be set through the ``binding`` subresource.
 * Deployment/ReplicaSet defaulting and their selector rules.
+* StatefulSet and Job defaulting and validation (``pkg/apis/apps`` and ``pkg/apis/batch``): a
+  StatefulSet's pods always restart, its claim templates need an access mode and a storage
+  request, and only some of its spec may change; a Job's pods never restart ``Always``, its
+  selector is generated from its uid (with the ``batch.kubernetes.io/job-name`` and
+  ``controller-uid`` labels on its template) unless ``manualSelector`` is set, and its template
+  cannot change. No controller runs these: they are stored as a real API server stores them.
+* Secrets: ``stringData`` is merged into base64 ``data`` on every write (it is write-only, as in
+  kube), keys are checked, the type defaults to ``Opaque``.
+* ResourceQuota hard limits and scope selectors; RBAC objects (:mod:`pyscheduler.sim.rbac`).
 * CustomResourceDefinition naming rules and the status conditions that mark it established.
 """
 
 from __future__ import annotations
 
+import base64
+import binascii
+import re
 from collections.abc import Callable
 from typing import Any
 
 from pyscheduler.api.quantity import QuantityError, parse_quantity
 from pyscheduler.api import validation as v
+from pyscheduler.sim import rbac
 from pyscheduler.sim.resources import ResourceType
 from pyscheduler.sim.schema import validate_crd_schema
 from pyscheduler.api.labels import SelectorError, label_selector_from_dict
@@ -31,6 +44,7 @@ __all__ = [
     "default_pod_spec",
     "pod_qos_class",
     "prepare_for_create",
+    "prepare_for_update",
     "validate_create",
     "validate_update",
 ]
@@ -225,6 +239,324 @@ def _validate_workload_update(new: Obj, old: Obj) -> list[FieldError]:
     return []
 
 
+# -- statefulsets -----------------------------------------------------------------------------
+
+_ACCESS_MODES = ("ReadWriteOnce", "ReadOnlyMany", "ReadWriteMany", "ReadWriteOncePod")
+_RETENTION = ("Retain", "Delete")
+_STATEFULSET_MUTABLE = ("replicas", "ordinals", "template", "updateStrategy",
+                        "revisionHistoryLimit", "persistentVolumeClaimRetentionPolicy",
+                        "minReadySeconds")
+
+
+def _default_statefulset(obj: Obj) -> None:
+    """``SetDefaults_StatefulSet`` (apps/v1), and the claim templates' ``volumeMode``."""
+    spec = obj.get("spec")
+    if not isinstance(spec, dict):
+        return
+    spec.setdefault("replicas", 1)
+    spec.setdefault("podManagementPolicy", "OrderedReady")
+    spec.setdefault("revisionHistoryLimit", 10)
+    strategy = spec.setdefault("updateStrategy", {})
+    if isinstance(strategy, dict):
+        if not strategy.get("type"):
+            strategy["type"] = "RollingUpdate"
+            strategy.setdefault("rollingUpdate", {})
+        rolling = strategy.get("rollingUpdate")
+        if strategy["type"] == "RollingUpdate" and isinstance(rolling, dict):
+            rolling.setdefault("partition", 0)
+    retention = spec.setdefault("persistentVolumeClaimRetentionPolicy", {})
+    if isinstance(retention, dict):
+        retention.setdefault("whenDeleted", "Retain")
+        retention.setdefault("whenScaled", "Retain")
+    for claim in spec.get("volumeClaimTemplates") or ():
+        if isinstance(claim, dict) and isinstance(claim.get("spec"), dict):
+            claim["spec"].setdefault("volumeMode", "Filesystem")
+    template = spec.get("template")
+    if isinstance(template, dict):
+        default_pod_spec(template.get("spec"))  # type: ignore[arg-type]
+
+
+def _validate_claim_template(claim: object, path: str) -> list[FieldError]:
+    """The parts of ``ValidatePersistentVolumeClaimTemplate`` a manifest gets wrong."""
+    if not isinstance(claim, dict):
+        return [v.invalid(path, claim, "must be an object")]
+    errs: list[FieldError] = []
+    meta = claim.get("metadata") if isinstance(claim.get("metadata"), dict) else {}
+    assert isinstance(meta, dict)
+    if not meta.get("name"):
+        errs.append(v.required(path + ".metadata.name", "name or generateName is required"))
+    else:
+        errs.extend(v.validate_dns1123_subdomain(meta["name"], path + ".metadata.name"))
+    spec = claim.get("spec") if isinstance(claim.get("spec"), dict) else {}
+    assert isinstance(spec, dict)
+    modes = spec.get("accessModes")
+    if not modes:
+        errs.append(v.required(path + ".spec.accessModes", "at least 1 access mode is required"))
+    for mode in modes if isinstance(modes, list) else ():
+        if mode not in _ACCESS_MODES:
+            errs.append(v.not_supported(path + ".spec.accessModes", mode, _ACCESS_MODES))
+    requests = (spec.get("resources") or {}).get("requests") \
+        if isinstance(spec.get("resources"), dict) else None
+    if not isinstance(requests, dict) or "storage" not in requests:
+        errs.append(v.required(path + ".spec.resources[storage]"))
+    else:
+        errs.extend(v.validate_resource_list(requests, path + ".spec.resources.requests"))
+    return errs
+
+
+def _validate_statefulset(obj: Obj) -> list[FieldError]:
+    """``ValidateStatefulSetSpec``."""
+    spec = obj.get("spec")
+    if not isinstance(spec, dict):
+        return [v.required("spec")]
+    selector = spec.get("selector")
+    if isinstance(selector, dict) and not (selector.get("matchLabels")
+                                           or selector.get("matchExpressions")):
+        return [v.invalid("spec.selector", selector, "empty selector is invalid for statefulset")]
+    errs = _validate_workload(obj)
+    policy = spec.get("podManagementPolicy")
+    if policy not in ("OrderedReady", "Parallel"):
+        errs.append(v.invalid("spec.podManagementPolicy", policy,
+                              "must be 'OrderedReady' or 'Parallel'"))
+    strategy = spec.get("updateStrategy") if isinstance(spec.get("updateStrategy"), dict) else {}
+    assert isinstance(strategy, dict)
+    kind = strategy.get("type")
+    if kind not in ("RollingUpdate", "OnDelete"):
+        errs.append(v.invalid("spec.updateStrategy", strategy,
+                              "must be 'RollingUpdate' or 'OnDelete'"))
+    elif kind == "OnDelete" and strategy.get("rollingUpdate") is not None:
+        errs.append(v.invalid("spec.updateStrategy.rollingUpdate", strategy["rollingUpdate"],
+                              "only allowed for updateStrategy 'RollingUpdate'"))
+    else:
+        partition = (strategy.get("rollingUpdate") or {}).get("partition", 0)
+        if not isinstance(partition, int) or partition < 0:
+            errs.append(v.invalid("spec.updateStrategy.rollingUpdate.partition", partition,
+                                  "must be greater than or equal to 0"))
+    retention = spec.get("persistentVolumeClaimRetentionPolicy") or {}
+    for key in ("whenDeleted", "whenScaled"):
+        value = retention.get(key) if isinstance(retention, dict) else None
+        if value not in _RETENTION:
+            errs.append(v.not_supported(f"spec.persistentVolumeClaimRetentionPolicy.{key}",
+                                        value, _RETENTION))
+    service = spec.get("serviceName")
+    if service:
+        errs.extend(v.validate_dns1123_label(service, "spec.serviceName"))
+    pod_spec = (spec.get("template") or {}).get("spec") \
+        if isinstance(spec.get("template"), dict) else None
+    if isinstance(pod_spec, dict):
+        if pod_spec.get("restartPolicy") != "Always":
+            errs.append(v.not_supported("spec.template.spec.restartPolicy",
+                                        pod_spec.get("restartPolicy"), ("Always",)))
+        if pod_spec.get("activeDeadlineSeconds") is not None:
+            errs.append(v.forbidden("spec.template.spec.activeDeadlineSeconds",
+                                    "activeDeadlineSeconds in StatefulSet is not Supported"))
+    claims = spec.get("volumeClaimTemplates")
+    for i, claim in enumerate(claims if isinstance(claims, list) else ()):
+        errs.extend(_validate_claim_template(claim, f"spec.volumeClaimTemplates[{i}]"))
+    return errs
+
+
+def _validate_statefulset_update(new: Obj, old: Obj) -> list[FieldError]:
+    """``ValidateStatefulSetUpdate``: only some of the spec may change."""
+    ns, os_ = new.get("spec") or {}, old.get("spec") or {}
+    rest = {k: val for k, val in ns.items() if k not in _STATEFULSET_MUTABLE}
+    old_rest = {k: val for k, val in os_.items() if k not in _STATEFULSET_MUTABLE}
+    if rest != old_rest:
+        return [v.forbidden("spec", "updates to statefulset spec for fields other than "
+                                    "'replicas', 'ordinals', 'template', 'updateStrategy', "
+                                    "'revisionHistoryLimit', "
+                                    "'persistentVolumeClaimRetentionPolicy' and 'minReadySeconds' "
+                                    "are forbidden")]
+    return []
+
+
+# -- jobs -------------------------------------------------------------------------------------
+
+JOB_NAME_LABELS = ("job-name", "batch.kubernetes.io/job-name")
+CONTROLLER_UID_LABELS = ("controller-uid", "batch.kubernetes.io/controller-uid")
+_JOB_RESTART_POLICIES = ("OnFailure", "Never")
+_JOB_IMMUTABLE = ("selector", "template", "completionMode", "completions", "podFailurePolicy",
+                  "backoffLimitPerIndex", "manualSelector")
+
+
+def _manual_selector(spec: Obj) -> bool:
+    return spec.get("manualSelector") is True
+
+
+def _default_job(obj: Obj) -> None:
+    """``SetDefaults_Job`` (batch/v1), then the generated selector of the Job strategy (kube
+    generates it from the uid unless ``manualSelector`` is true)."""
+    spec = obj.get("spec")
+    if not isinstance(spec, dict):
+        return
+    if spec.get("completions") is None and spec.get("parallelism") is None:
+        spec["completions"] = 1
+    spec.setdefault("parallelism", 1)
+    spec.setdefault("backoffLimit", 6)
+    spec.setdefault("completionMode", "NonIndexed")
+    spec.setdefault("suspend", False)
+    spec.setdefault("manualSelector", False)
+    spec.setdefault("podReplacementPolicy",
+                    "Failed" if spec.get("podFailurePolicy") else "TerminatingOrFailed")
+    template = spec.get("template")
+    if not isinstance(template, dict):
+        return
+    default_pod_spec(template.get("spec"))  # type: ignore[arg-type]
+    template_meta = template.setdefault("metadata", {})
+    if not isinstance(template_meta, dict):
+        return
+    meta = obj.get("metadata") or {}
+    if isinstance(template_meta.get("labels"), dict) and template_meta["labels"] \
+            and not meta.get("labels"):
+        meta["labels"] = dict(template_meta["labels"])
+    if _manual_selector(spec):
+        return
+    labels = template_meta.setdefault("labels", {})
+    if not isinstance(labels, dict):
+        return
+    for key in JOB_NAME_LABELS:
+        labels.setdefault(key, str(meta.get("name") or ""))
+    for key in CONTROLLER_UID_LABELS:
+        labels.setdefault(key, str(meta.get("uid") or ""))
+    selector = spec.get("selector")
+    if selector is None:
+        selector = spec["selector"] = {}
+    if isinstance(selector, dict):
+        match = selector.setdefault("matchLabels", {})
+        if isinstance(match, dict):
+            match.setdefault(CONTROLLER_UID_LABELS[1], str(meta.get("uid") or ""))
+
+
+def _validate_job(obj: Obj) -> list[FieldError]:
+    """``ValidateJob``: counts, the pod template and the (generated) selector."""
+    spec = obj.get("spec")
+    if not isinstance(spec, dict):
+        return [v.required("spec")]
+    errs: list[FieldError] = []
+    for key in ("parallelism", "completions", "backoffLimit", "ttlSecondsAfterFinished"):
+        value = spec.get(key)
+        if value is not None and (not isinstance(value, int) or isinstance(value, bool)
+                                  or value < 0):
+            errs.append(v.invalid(f"spec.{key}", value, "must be greater than or equal to 0"))
+    deadline = spec.get("activeDeadlineSeconds")
+    if deadline is not None and (not isinstance(deadline, int) or deadline <= 0):
+        errs.append(v.invalid("spec.activeDeadlineSeconds", deadline,
+                              "must be greater than 0"))
+    if spec.get("completionMode") not in ("NonIndexed", "Indexed"):
+        errs.append(v.not_supported("spec.completionMode", spec.get("completionMode"),
+                                    ("NonIndexed", "Indexed")))
+    template = spec.get("template")
+    if not isinstance(template, dict):
+        return errs + [v.required("spec.template")]
+    labels = (template.get("metadata") or {}).get("labels") or {}
+    errs.extend(v.validate_labels(labels, "spec.template.metadata.labels"))
+    pod_spec = template.get("spec")
+    errs.extend(v.validate_pod_spec(pod_spec, "spec.template.spec"))
+    policy = pod_spec.get("restartPolicy") if isinstance(pod_spec, dict) else None
+    if policy not in _JOB_RESTART_POLICIES:
+        errs.append(v.not_supported("spec.template.spec.restartPolicy", policy,
+                                    _JOB_RESTART_POLICIES))
+    selector = spec.get("selector")
+    if selector is None:
+        return errs + [v.required("spec.selector")]
+    try:
+        matches = label_selector_from_dict(selector).matches(labels)
+    except SelectorError as exc:
+        return errs + [v.invalid("spec.selector", selector, str(exc))]
+    if not matches:
+        errs.append(v.invalid("spec.template.metadata.labels", labels,
+                              "`selector` does not match template `labels`"))
+    if not _manual_selector(spec):
+        uid = str((obj.get("metadata") or {}).get("uid") or "")
+        if selector != {"matchLabels": {CONTROLLER_UID_LABELS[1]: uid}}:
+            errs.append(v.invalid("spec.selector", selector, "`selector` not auto-generated"))
+    return errs
+
+
+def _validate_job_update(new: Obj, old: Obj) -> list[FieldError]:
+    """``ValidateJobSpecUpdate``: what the controller relies on cannot change."""
+    ns, os_ = new.get("spec") or {}, old.get("spec") or {}
+    return [v.invalid(f"spec.{key}", ns.get(key), "field is immutable")
+            for key in _JOB_IMMUTABLE if ns.get(key) != os_.get(key)]
+
+
+# -- secrets and quotas -----------------------------------------------------------------------
+
+_CONFIG_KEY = re.compile(r"[-._a-zA-Z0-9]+")
+_CONFIG_KEY_ERROR = ("a valid config key must consist of alphanumeric characters, '-', '_' or "
+                     "'.' (e.g. 'key.name',  or 'KEY_NAME',  or 'key-name', regex used for "
+                     "validation is '[-._a-zA-Z0-9]+')")
+_QUOTA_SCOPES = ("Terminating", "NotTerminating", "BestEffort", "NotBestEffort",
+                 "PriorityClass", "CrossNamespacePodAffinity")
+_SCOPE_OPERATORS = ("In", "NotIn", "Exists", "DoesNotExist")
+
+
+def _convert_secret(obj: Obj) -> None:
+    """The v1 Secret conversion: ``stringData`` (write-only) is merged into ``data``, winning
+    over a ``data`` key of the same name."""
+    obj.setdefault("type", "Opaque")
+    strings = obj.pop("stringData", None)
+    if isinstance(strings, dict) and strings:
+        data = obj.get("data")
+        if not isinstance(data, dict):
+            data = obj["data"] = {}
+        for key, value in strings.items():
+            if isinstance(value, str):
+                data[key] = base64.b64encode(value.encode()).decode()
+
+
+def _validate_secret(obj: Obj) -> list[FieldError]:
+    data = obj.get("data")
+    if data is None:
+        return []
+    if not isinstance(data, dict):
+        return [v.invalid("data", data, "must be an object")]
+    errs: list[FieldError] = []
+    for key, value in data.items():
+        if not _CONFIG_KEY.fullmatch(key) or len(key) > 253:
+            errs.append(v.invalid("data", key, _CONFIG_KEY_ERROR))
+        try:
+            base64.b64decode(str(value), validate=True)
+        except (binascii.Error, ValueError):
+            errs.append(v.invalid(f"data[{key}]", "<value>", "must be base64-encoded"))
+    return errs
+
+
+def _validate_resource_quota(obj: Obj) -> list[FieldError]:
+    """``ValidateResourceQuotaSpec``: hard limits and scopes."""
+    spec = obj.get("spec")
+    if spec is None:
+        return []
+    if not isinstance(spec, dict):
+        return [v.invalid("spec", spec, "must be an object")]
+    errs = v.validate_resource_list(spec.get("hard"), "spec.hard")
+    for i, scope in enumerate(spec.get("scopes") or ()):
+        if scope not in _QUOTA_SCOPES:
+            errs.append(v.not_supported(f"spec.scopes[{i}]", scope, _QUOTA_SCOPES))
+    selector = spec.get("scopeSelector") or {}
+    expressions = selector.get("matchExpressions") if isinstance(selector, dict) else None
+    for i, expr in enumerate(expressions if isinstance(expressions, list) else ()):
+        path = f"spec.scopeSelector.matchExpressions[{i}]"
+        if not isinstance(expr, dict):
+            errs.append(v.invalid(path, expr, "must be an object"))
+            continue
+        if expr.get("scopeName") not in _QUOTA_SCOPES:
+            errs.append(v.not_supported(path + ".scopeName", expr.get("scopeName"),
+                                        _QUOTA_SCOPES))
+        op, values = expr.get("operator"), expr.get("values") or []
+        if op not in _SCOPE_OPERATORS:
+            errs.append(v.not_supported(path + ".operator", op, _SCOPE_OPERATORS))
+        elif op in ("In", "NotIn") and not values:
+            errs.append(v.required(path + ".values", "must be at least one value when "
+                                                     "`operator` is 'In' or 'NotIn' for scope "
+                                                     "selector"))
+        elif op in ("Exists", "DoesNotExist") and values:
+            errs.append(v.invalid(path + ".values", values, "must be no value when `operator` "
+                                                            "is 'Exist' or 'DoesNotExist' for "
+                                                            "scope selector"))
+    return errs
+
+
 # -- custom resource definitions --------------------------------------------------------------
 
 def _validate_crd(obj: Obj) -> list[FieldError]:
@@ -290,8 +622,21 @@ def _establish_crd(obj: Obj, now: str) -> None:
 
 # -- dispatch ---------------------------------------------------------------------------------
 
+def _default(rt: ResourceType, obj: Obj) -> None:
+    """Defaulting that applies to every write (kube defaults each object it decodes)."""
+    key = (rt.group, rt.kind)
+    if key == ("", "Secret"):
+        _convert_secret(obj)
+    elif key == ("apps", "StatefulSet"):
+        _default_statefulset(obj)
+    elif key == ("batch", "Job"):
+        _default_job(obj)
+    elif key in ((rbac.GROUP, "RoleBinding"), (rbac.GROUP, "ClusterRoleBinding")):
+        rbac.default_binding(obj)
+
+
 def prepare_for_create(rt: ResourceType, obj: Obj, now: str) -> None:
-    """Defaulting, admission and status reset for a new object."""
+    """Defaulting, admission and status reset for a new object (its uid is already set)."""
     kind = rt.kind
     if rt.group == "" and kind == "Pod":
         spec = obj.get("spec")
@@ -312,9 +657,23 @@ def prepare_for_create(rt: ResourceType, obj: Obj, now: str) -> None:
     if rt.group == "apiextensions.k8s.io":
         _establish_crd(obj, now)
         return
-    if rt.has_status and rt.group != "":
+    _default(rt, obj)
+    if rt.group == "apps" and kind == "StatefulSet":
+        # replicas and availableReplicas are the status fields without omitempty.
+        obj["status"] = {"replicas": 0, "availableReplicas": 0}
+        return
+    if rt.group == "batch" and kind == "Job":
+        obj["status"] = {}
+        return
+    if rt.has_status:
         # Types with a status subresource ignore status on create (kube resets it).
-        obj.pop("status", None)
+        if rt.group != "" or kind == "ResourceQuota":
+            obj.pop("status", None)
+
+
+def prepare_for_update(rt: ResourceType, obj: Obj, old: Obj) -> None:
+    """Defaulting for a replacement object (``old`` is what is stored)."""
+    _default(rt, obj)
 
 
 _CREATE_VALIDATORS: dict[tuple[str, str], Callable[[Obj], list[FieldError]]] = {
@@ -323,7 +682,26 @@ _CREATE_VALIDATORS: dict[tuple[str, str], Callable[[Obj], list[FieldError]]] = {
     ("", "Namespace"): v.validate_namespace,
     ("apps", "Deployment"): _validate_workload,
     ("apps", "ReplicaSet"): _validate_workload,
+    ("apps", "StatefulSet"): _validate_statefulset,
+    ("batch", "Job"): _validate_job,
+    ("", "Secret"): _validate_secret,
+    ("", "ResourceQuota"): _validate_resource_quota,
+    (rbac.GROUP, "Role"): lambda obj: rbac.validate_role(obj, namespaced=True),
+    (rbac.GROUP, "ClusterRole"): lambda obj: rbac.validate_role(obj, namespaced=False),
+    (rbac.GROUP, "RoleBinding"): lambda obj: rbac.validate_binding(obj, namespaced=True),
+    (rbac.GROUP, "ClusterRoleBinding"): lambda obj: rbac.validate_binding(obj, namespaced=False),
     ("apiextensions.k8s.io", "CustomResourceDefinition"): _validate_crd,
+}
+
+_UPDATE_VALIDATORS: dict[tuple[str, str], Callable[[Obj, Obj], list[FieldError]]] = {
+    ("", "Pod"): _validate_pod_update,
+    ("apps", "Deployment"): _validate_workload_update,
+    ("apps", "ReplicaSet"): _validate_workload_update,
+    ("apps", "StatefulSet"): lambda new, old: (_validate_workload_update(new, old)
+                                               or _validate_statefulset_update(new, old)),
+    ("batch", "Job"): _validate_job_update,
+    (rbac.GROUP, "RoleBinding"): rbac.validate_binding_update,
+    (rbac.GROUP, "ClusterRoleBinding"): rbac.validate_binding_update,
 }
 
 
@@ -336,8 +714,11 @@ def admit_custom(rt: ResourceType, obj: Obj) -> list[str]:
 
 
 def validate_create(rt: ResourceType, obj: Obj) -> list[FieldError]:
-    errs = v.validate_generic(obj, rt.namespaced) if (rt.group, rt.kind) not in (
-        ("", "Pod"), ("", "Node"), ("", "Namespace")) else []
+    errs: list[FieldError] = []
+    if rt.group == rbac.GROUP:
+        errs = v.validate_generic(obj, rt.namespaced, name_validator=rbac.validate_name)
+    elif (rt.group, rt.kind) not in (("", "Pod"), ("", "Node"), ("", "Namespace")):
+        errs = v.validate_generic(obj, rt.namespaced)
     extra = _CREATE_VALIDATORS.get((rt.group, rt.kind))
     if extra is not None:
         errs.extend(extra(obj))
@@ -350,10 +731,9 @@ def validate_update(rt: ResourceType, new: Obj, old: Obj) -> list[FieldError]:
     errs = validate_create(rt, new)
     if errs:
         return errs
-    if rt.group == "" and rt.kind == "Pod":
-        return _validate_pod_update(new, old)
-    if rt.group == "apps" and rt.kind in ("Deployment", "ReplicaSet"):
-        return _validate_workload_update(new, old)
+    update = _UPDATE_VALIDATORS.get((rt.group, rt.kind))
+    if update is not None:
+        return update(new, old)
     if rt.group == "apiextensions.k8s.io":
         for path in (("group",), ("names", "plural"), ("scope",)):
             a: Any = new.get("spec") or {}

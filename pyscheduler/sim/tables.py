@@ -803,6 +803,44 @@ _SERVICE_COLUMNS: Final = (
     ),
 )
 
+def _binding_columns(scope: str) -> tuple[dict[str, Any], ...]:
+    role_ref = (
+        "RoleRef can reference a Role in the current namespace or a ClusterRole in the global "
+        "namespace. If the RoleRef cannot be resolved, the Authorizer must return an error. "
+        "This field is immutable."
+        if scope == "roleBinding"
+        else "RoleRef can only reference a ClusterRole in the global namespace. If the RoleRef "
+        "cannot be resolved, the Authorizer must return an error. This field is immutable."
+    )
+    return (
+        _name_col(),
+        _col("Role", "string", role_ref),
+        _age_col(),
+        _col("Users", "string", f"Users in the {scope}", priority=1),
+        _col("Groups", "string", f"Groups in the {scope}", priority=1),
+        _col("ServiceAccounts", "string", f"ServiceAccounts in the {scope}", priority=1),
+    )
+
+
+_ROLEBINDING_COLUMNS: Final = _binding_columns("roleBinding")
+_CLUSTERROLEBINDING_COLUMNS: Final = _binding_columns("clusterRoleBinding")
+
+_RESOURCEQUOTA_COLUMNS: Final = (
+    _name_col(),
+    _age_col(),
+    _col(
+        "Request",
+        "string",
+        "Request represents a minimum amount of cpu/memory that a container may consume.",
+    ),
+    _col(
+        "Limit",
+        "string",
+        "Limits control the maximum amount of cpu/memory that a container may use independent "
+        "of contention on the node.",
+    ),
+)
+
 _PRIORITYCLASS_COLUMNS: Final = (
     _name_col(),
     _col(
@@ -1352,6 +1390,47 @@ def _print_priorityclass(pc: Mapping[str, Any], now: datetime) -> _Row:
     )
 
 
+def _print_binding(binding: Mapping[str, Any], now: datetime) -> _Row:
+    # printRoleBinding / printClusterRoleBinding, always wide (rbac.SubjectsStrings).
+    ref = _map(binding.get("roleRef"))
+    users: list[str] = []
+    groups: list[str] = []
+    accounts: list[str] = []
+    for subject in _list(binding.get("subjects")):
+        subject = _map(subject)
+        kind, name = _str(subject.get("kind")), _str(subject.get("name"))
+        if kind == "ServiceAccount":
+            accounts.append(f"{_str(subject.get('namespace'))}/{name}")
+        elif kind == "User":
+            users.append(name)
+        elif kind == "Group":
+            groups.append(name)
+    return _Row(
+        [
+            _name(binding),
+            f"{_str(ref.get('kind'))}/{_str(ref.get('name'))}",
+            _age(binding, now),
+            ", ".join(users),
+            ", ".join(groups),
+            ", ".join(accounts),
+        ]
+    )
+
+
+def _print_resourcequota(quota: Mapping[str, Any], now: datetime) -> _Row:
+    # printResourceQuota: "<resource>: <used>/<hard>" per hard limit, limits.* in Limit.
+    hard = _map(_get(quota, "spec", "hard"))
+    status_hard = _map(_get(quota, "status", "hard"))
+    used = _map(_get(quota, "status", "used"))
+    requests: list[str] = []
+    limits: list[str] = []
+    for name in sorted(hard):
+        text = f"{name}: {_str(used.get(name)) or '0'}/{_str(status_hard.get(name)) or '0'}"
+        parts = name.split(".")
+        (limits if len(parts) > 1 and parts[0] == "limits" else requests).append(text)
+    return _Row([_name(quota), _age(quota, now), ", ".join(requests), ", ".join(limits)])
+
+
 @dataclass(frozen=True)
 class _Printer:
     columns: tuple[Mapping[str, Any], ...]
@@ -1368,6 +1447,11 @@ _PRINTERS: Final[Mapping[tuple[str, str], _Printer]] = {
     ("", "secrets"): _Printer(_SECRET_COLUMNS, _print_secret),
     ("", "serviceaccounts"): _Printer(_SERVICEACCOUNT_COLUMNS, _print_serviceaccount),
     ("", "services"): _Printer(_SERVICE_COLUMNS, _print_service),
+    ("", "resourcequotas"): _Printer(_RESOURCEQUOTA_COLUMNS, _print_resourcequota),
+    ("rbac.authorization.k8s.io", "rolebindings"): _Printer(_ROLEBINDING_COLUMNS, _print_binding),
+    ("rbac.authorization.k8s.io", "clusterrolebindings"): _Printer(
+        _CLUSTERROLEBINDING_COLUMNS, _print_binding
+    ),
     ("apps", "deployments"): _Printer(_DEPLOYMENT_COLUMNS, _print_deployment),
     ("apps", "replicasets"): _Printer(_REPLICASET_COLUMNS, _print_replicaset),
     ("apps", "daemonsets"): _Printer(_DAEMONSET_COLUMNS, _print_daemonset),

@@ -102,6 +102,11 @@ class _Entry:
     loading: int | None = None  # generation being loaded
 
 
+def _override_name(resource: str) -> str:
+    """The name of a resource's stage override (and of its shadow metrics' series)."""
+    return f"fragment:{resource}"
+
+
 def _rfc3339() -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
 
@@ -302,6 +307,8 @@ class FragmentManager:
         task = self._tasks.pop(resource, None)
         if task is not None:
             task.cancel()
+        if self.metrics is not None:
+            self.metrics.forget_fragment(resource, shadow=_override_name(resource))
         if entry is not None and entry.serving is not None and self.metrics is not None:
             spec, frag = entry.serving.spec, entry.serving.fragment
             try:
@@ -313,7 +320,7 @@ class FragmentManager:
 
     def _count_load(self, resource: str, result: str) -> None:
         if self.metrics is not None:
-            self.metrics.fragment_loads.labels(resource, result).inc()
+            self.metrics.set_fragment_load_result(resource, ok=result == "success")
 
     def _patch_status(self, resource: str, patch: dict[str, Any]) -> None:
         if self.client is None or not self.writes_status():
@@ -338,6 +345,11 @@ class FragmentManager:
         resource = spec.resource_name
         policy = spec.failure_policy
         metrics = self.metrics
+        name = _override_name(resource)
+        if metrics is not None:  # zero series, so that the first failed call shows as one
+            metrics.init_fragment(resource, [stage for stage, present in (
+                ("filter", spec.filter), ("score", spec.score)) if present is not None],
+                shadow=name if spec.shadow else None)
 
         def observe(stage: str, result: str, seconds: float) -> None:
             if metrics is not None:
@@ -374,7 +386,7 @@ class FragmentManager:
             return scores
 
         return StageOverride(
-            name=f"fragment:{resource}",
+            name=name,
             filter=filter_fn if spec.filter is not None else None,
             filter_mode="replace" if spec.filter is None else spec.filter.mode,  # type: ignore[arg-type]
             score=score_fn if spec.score is not None else None,

@@ -921,7 +921,7 @@ def test_magic_alone_is_an_unknown_empty_kind() -> None:
 
 
 @pytest.mark.parametrize(("api_version", "kind"), [
-    ("rbac.authorization.k8s.io/v1", "Role"), ("v1", "PersistentVolume"),
+    ("storage.k8s.io/v1", "StorageClass"), ("v1", "PersistentVolume"),
     ("apps/v1beta1", "Deployment"), ("v2", "Pod"),
 ])
 def test_unknown_kind(api_version: str, kind: str) -> None:
