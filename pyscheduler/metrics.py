@@ -406,6 +406,7 @@ class SchedulerMetrics:
             label_sets += [(self.fragment_calls, (fragment, stage, result))
                            for result in FRAGMENT_CALL_RESULTS]
         for family, labels in label_sets:
+            self._children.pop((id(family), labels), None)
             try:
                 family.remove(*labels)
             except KeyError:
@@ -424,6 +425,16 @@ class SchedulerMetrics:
         """Count one scheduling attempt and its latency (kube's PodScheduled/PodUnschedulable)."""
         self._child(self.schedule_attempts, result, self.profile).inc()
         self._child(self.scheduling_attempt_duration, result, self.profile).observe(seconds)
+
+    def count_incoming(self, queue: str, event: str) -> None:
+        """One pod added to ``queue`` because of ``event``."""
+        self._child(self.queue_incoming_pods, queue, event).inc()
+
+    def observe_fragment_call(self, fragment: str, stage: str, result: str,
+                              seconds: float) -> None:
+        """Count one fragment stage call and its latency."""
+        self._child(self.fragment_calls, fragment, stage, result).inc()
+        self._child(self.fragment_call_duration, fragment, stage).observe(seconds)
 
     def observe_pod_scheduled(self, *, attempts: int, sli_seconds: float) -> None:
         """Record a pod bound after ``attempts`` attempts, ``sli_seconds`` after it was queued."""

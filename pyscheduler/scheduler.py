@@ -139,7 +139,7 @@ class Scheduler:
 
     def _queue_event(self, queue: str, event: str) -> None:
         if self.metrics is not None:
-            self.metrics.queue_incoming_pods.labels(queue=queue, event=event).inc()
+            self.metrics.count_incoming(queue, event)
 
     def _is_ours(self, obj: Obj) -> bool:
         spec = obj.get("spec") or {}

@@ -346,15 +346,14 @@ class FragmentManager:
         policy = spec.failure_policy
         metrics = self.metrics
         name = _override_name(resource)
+        stages = [stage for stage, present in (("filter", spec.filter), ("score", spec.score))
+                  if present is not None]
         if metrics is not None:  # zero series, so that the first failed call shows as one
-            metrics.init_fragment(resource, [stage for stage, present in (
-                ("filter", spec.filter), ("score", spec.score)) if present is not None],
-                shadow=name if spec.shadow else None)
+            metrics.init_fragment(resource, stages, shadow=name if spec.shadow else None)
 
         def observe(stage: str, result: str, seconds: float) -> None:
             if metrics is not None:
-                metrics.fragment_calls.labels(resource, stage, result).inc()
-                metrics.fragment_call_duration.labels(resource, stage).observe(seconds)
+                metrics.observe_fragment_call(resource, stage, result, seconds)
 
         def failed(stage: str, exc: CallError) -> None:
             log.warning("fragment call failed", fragment=resource, stage=stage, kind=exc.kind,
