@@ -367,11 +367,17 @@ class _Pool:
     free_addresses: list[int] = field(default_factory=list)   # a heap
     next_address: int = 0
     requests: dict[str, int] = field(default_factory=dict)
+    used_cpu: int = 0       # sums over ``instances``, kept by add() and release()
+    used_memory: int = 0
 
     def used(self) -> tuple[int, int, int]:
-        cpu = sum(r.request.cpu_millis for r in self.instances.values())
-        memory = sum(r.request.memory_bytes for r in self.instances.values())
-        return cpu, memory, len(self.instances)
+        return self.used_cpu, self.used_memory, len(self.instances)
+
+    def add(self, record: _Record) -> None:
+        self.instances[record.id] = record
+        self.by_uid[record.request.pod_uid] = record.id
+        self.used_cpu += record.request.cpu_millis
+        self.used_memory += record.request.memory_bytes
 
     def capacity(self) -> PoolCapacity:
         cpu, memory, count = self.used()
@@ -393,6 +399,8 @@ class _Pool:
     def release(self, record: _Record) -> None:
         del self.instances[record.id]
         self.by_uid.pop(record.request.pod_uid, None)
+        self.used_cpu -= record.request.cpu_millis
+        self.used_memory -= record.request.memory_bytes
         heapq.heappush(self.free_addresses, record.address_index)
 
 
@@ -497,8 +505,7 @@ class SimCloud:
             price_per_hour=round(cpu / 1000 * spec.price_per_cpu_hour
                                  + memory / GIB * spec.price_per_gib_hour, 6),
             message="creating")
-        pool.instances[record.id] = record
-        pool.by_uid[request.pod_uid] = record.id
+        pool.add(record)
         record.advance(time.monotonic())
         log.debug("instance created", pool=spec.name, id=record.id, pod_uid=request.pod_uid)
         return record.view(), True
