@@ -257,6 +257,7 @@ class VirtualNodesConfig:
     cloud_timeout_seconds: float = 5.0
     pools: tuple[VirtualPool, ...] = ()
     heartbeat_seconds: float = 10.0
+    refresh_seconds: float = 15.0     # how often each pool's quota (and so its health) is read
     not_ready_after_seconds: float = 120.0
     orphan_grace_seconds: float = 60.0
     reconcile_seconds: float = 10.0
@@ -505,8 +506,8 @@ _REBALANCER_FIELDS: Final = ("enabled", "intervalSeconds", "minCloudSeconds",
                              "maxMovesPerCycle", "maxMovesPerNamespace", "readyTimeoutSeconds",
                              "dryRun")
 _VIRTUAL_FIELDS: Final = ("enabled", "cloudUrl", "cloudToken", "cloudTimeoutSeconds", "pools",
-                          "heartbeatSeconds", "notReadyAfterSeconds", "orphanGraceSeconds",
-                          "reconcileSeconds")
+                          "heartbeatSeconds", "refreshSeconds", "notReadyAfterSeconds",
+                          "orphanGraceSeconds", "reconcileSeconds")
 _POOL_FIELDS: Final = ("name", "platform", "maxPods")
 _FRAGMENTS_FIELDS: Final = ("runtime", "fuel", "timeoutMilliseconds", "memoryMiB")
 _STORAGE_FIELDS: Final = ("endpoint", "accessKey", "secretKey", "secure", "region",
@@ -788,6 +789,7 @@ class _Parser:
             cloud_timeout_seconds=timeout, pools=tuple(pools),
             heartbeat_seconds=self.seconds(section, "heartbeatSeconds", path,
                                            d.heartbeat_seconds)[0],
+            refresh_seconds=self.seconds(section, "refreshSeconds", path, d.refresh_seconds)[0],
             not_ready_after_seconds=self.seconds(section, "notReadyAfterSeconds", path,
                                                  d.not_ready_after_seconds)[0],
             orphan_grace_seconds=self.seconds(section, "orphanGraceSeconds", path,
@@ -1026,6 +1028,7 @@ def dump_config(config: SchedulerConfig, *, include_identity: bool = False) -> d
             "pools": [{"name": p.name, "platform": p.platform, "maxPods": p.max_pods}
                       for p in config.virtual_nodes.pools],
             "heartbeatSeconds": _number(config.virtual_nodes.heartbeat_seconds),
+            "refreshSeconds": _number(config.virtual_nodes.refresh_seconds),
             "notReadyAfterSeconds": _number(config.virtual_nodes.not_ready_after_seconds),
             "orphanGraceSeconds": _number(config.virtual_nodes.orphan_grace_seconds),
             "reconcileSeconds": _number(config.virtual_nodes.reconcile_seconds),

@@ -88,6 +88,7 @@ class SchedulerApp:
         pools = [PoolConfig(p.name, p.platform, p.max_pods) for p in vn.pools]
         self.virtual_nodes = VirtualNodeManager(
             self.client, self.cloud, pools, heartbeat_seconds=vn.heartbeat_seconds,
+            refresh_seconds=vn.refresh_seconds,
             not_ready_after_seconds=vn.not_ready_after_seconds)
         burster = self.scheduler.burster
         assert burster is not None

@@ -109,3 +109,83 @@ def test_a_cloud_down_for_a_while_costs_time_not_pods(tmp_path: Path) -> None:
             wait_for(lambda: running() == 5, timeout=60, what="every pod to run afterwards")
         finally:
             s.stop()
+
+
+def test_a_cloud_down_for_many_times_the_not_ready_threshold_loses_nothing(
+        tmp_path: Path) -> None:
+    """An outage of twelve seconds with notReadyAfterSeconds 2 and the pool read every 0.5 s:
+    in the time scale of the defaults (120 s, 15 s) that is twelve minutes. The virtual node turns
+    NotReady and back; pods bound before the outage wait on it and run afterwards, pods created
+    during it wait unscheduled (the message says why) and burst afterwards; every pod ends with
+    exactly one instance, and no instance is left without its pod."""
+    import time
+    pools = [CloudPool("aci", "azure", creation_latency_seconds=0.05)]
+    spec = ClusterSpec(pools=[PoolSpec(name="real", count=1, cpu="1", memory="4Gi")],
+                       pod_start_seconds=0.05, lease_renew_seconds=5)
+    with BackgroundCloudSim(pools, seed=4) as cloud, BackgroundCluster(spec, tmp_path) as sim:
+        api = config.new_client_from_config(config_file=str(sim.kubeconfig))
+        core = client.CoreV1Api(api)
+        s = SchedulerThread(sim.kubeconfig, schedulerName="long-outage",
+                            leaderElection={"enabled": False}, scheduleFragment=None,
+                            podInitialBackoffSeconds=0.2, podMaxBackoffSeconds=1,
+                            virtualNodes={"enabled": True, "cloudUrl": cloud.url,
+                                          "heartbeatSeconds": 0.5, "reconcileSeconds": 0.5,
+                                          "refreshSeconds": 0.5, "notReadyAfterSeconds": 2,
+                                          "orphanGraceSeconds": 1,
+                                          "pools": [{"name": "aci", "platform": "azure"}]},
+                            rebalancer={"enabled": False}).start()
+
+        def make(name: str) -> None:
+            core.create_namespaced_pod("default", {
+                "metadata": {"name": name},
+                "spec": {"schedulerName": "long-outage", "terminationGracePeriodSeconds": 0,
+                         "containers": [{"name": "c", "image": "pause", "resources": {
+                             "requests": {"cpu": "1", "memory": "128Mi"}}}]}})
+
+        def ready() -> list[str]:
+            nodes = core.list_node(field_selector="metadata.name=wssp-virtual-aci").items
+            return [c.status for n in nodes for c in n.status.conditions or ()
+                    if c.type == "Ready"]
+        try:
+            wait_for(lambda: ready() == ["True"], what="the virtual node to be Ready")
+            cloud.call(lambda: cloud.sim.set_faults("aci", down=True))
+            for i in range(3):
+                make(f"before-{i}")
+            wait_for(lambda: sum(1 for p in core.list_namespaced_pod("default").items
+                                 if p.spec.node_name == "wssp-virtual-aci") >= 2,
+                     what="pods bound to the virtual node while the cloud is down")
+            wait_for(lambda: ready() == ["False"], timeout=15,
+                     what="the virtual node to turn NotReady")
+            node = core.read_node("wssp-virtual-aci")
+            cond = [c for c in node.status.conditions if c.type == "Ready"][0]
+            assert cond.reason == "CloudUnavailable", cond
+            make("during")
+
+            def waits_unscheduled() -> bool:
+                p = core.read_namespaced_pod("during", "default")
+                cs = [c for c in p.status.conditions or () if c.type == "PodScheduled"]
+                return p.spec.node_name is None and bool(cs) and \
+                    "pool aci: virtual node not ready" in (cs[0].message or "")
+            wait_for(waits_unscheduled, timeout=15,
+                     what="a pod created during the outage to wait, saying why")
+            time.sleep(12 - 4)   # the rest of the outage
+            # The real node holds one pod; the others wait for the cloud, none failed.
+            pods = core.list_namespaced_pod("default").items
+            waiting = sorted((p.metadata.name, p.status.phase) for p in pods
+                             if p.spec.node_name != "real-0")
+            assert len(waiting) == 3 and ("during", "Pending") in waiting and all(
+                phase == "Pending" for _, phase in waiting), waiting
+            assert ready() == ["False"]
+            cloud.call(lambda: cloud.sim.set_faults("aci", down=False))
+            wait_for(lambda: ready() == ["True"], timeout=15, what="the node to be Ready again")
+
+            def all_running() -> bool:
+                pods = core.list_namespaced_pod("default").items
+                return len(pods) == 4 and all(p.status.phase == "Running" for p in pods)
+            wait_for(all_running, timeout=60, what="every pod to run after the outage")
+            uids = sorted(p.metadata.uid for p in core.list_namespaced_pod("default").items
+                          if p.spec.node_name == "wssp-virtual-aci")
+            instances = sorted(i.pod_uid for i in cloud.call(lambda: cloud.sim.list("aci")))
+            assert instances == uids      # one instance per virtual pod, none orphaned
+        finally:
+            s.stop()
