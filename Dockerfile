@@ -7,7 +7,8 @@
 #
 # Two stages. The builder makes the wheel from the sources and installs it with its
 # dependencies into a virtual environment at /opt/venv. The final stage is the same slim
-# Python with that environment copied in and nothing else: no compiler, no pip, no sources.
+# Python with that environment copied in and nothing else: no compiler, no sources, and no pip
+# in the environment (the base image keeps its own).
 #
 # It runs as user 10001 (numeric, so that the kubelet can verify runAsNonRoot) and writes
 # nothing at run time, so it runs with readOnlyRootFilesystem: bytecode is compiled here, the

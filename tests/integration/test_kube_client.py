@@ -59,6 +59,44 @@ def test_load_config_without_a_path_falls_back_to_the_default_kubeconfig(
         load_config(None)
 
 
+def test_load_config_in_a_pod_uses_the_service_account_files(
+        cluster: BackgroundCluster, tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """What the Deployment's pods do: no kubeconfig, KUBERNETES_SERVICE_HOST/PORT and the
+    mounted token and CA (their paths moved into a temporary directory). The connection
+    reaches the API server, and the token is read through the loader's refresh hook (projected
+    tokens rotate), not copied once."""
+    import kubernetes.config.incluster_config as incluster
+    from urllib.parse import urlsplit
+    token_file, ca_file = tmp_path / "token", tmp_path / "ca.crt"
+    token_file.write_text(cluster.cluster.token)
+    ca_file.write_bytes(cluster.cluster.server.certs.ca_pem)
+    monkeypatch.setattr(incluster, "SERVICE_TOKEN_FILENAME", str(token_file))
+    monkeypatch.setattr(incluster, "SERVICE_CERT_FILENAME", str(ca_file))
+    url = urlsplit(cluster.url)
+    monkeypatch.setenv("KUBERNETES_SERVICE_HOST", str(url.hostname))
+    monkeypatch.setenv("KUBERNETES_SERVICE_PORT", str(url.port))
+    monkeypatch.setenv("KUBECONFIG", "/nonexistent/kubeconfig")  # must not be needed
+    config = load_config(None)
+    assert config.source == "in-cluster service account"
+    assert config.host == cluster.url and config.ca_file and config.verify_ssl
+    assert config.token_source is not None   # projected tokens rotate: read through a hook
+
+    async def body() -> str:
+        async with KubeClient(config) as kube:
+            await kube.create("/api/v1/namespaces/default/configmaps",
+                              configmap("from-a-pod", written="in-cluster"))
+        async with KubeClient(load_config(str(cluster.kubeconfig))) as admin:
+            read = await admin.get("/api/v1/namespaces/default/configmaps/from-a-pod")
+            await admin.delete("/api/v1/namespaces/default/configmaps/from-a-pod")
+        return str(read["data"]["written"])
+    assert run(body) == "in-cluster"
+
+    # Without the service account, the error names both sources it tried.
+    monkeypatch.setattr(incluster, "SERVICE_TOKEN_FILENAME", str(tmp_path / "missing"))
+    with pytest.raises(errors.ConfigError, match="not in a cluster"):
+        load_config(None)
+
+
 def test_load_config_names_what_failed(tmp_path: Any) -> None:
     with pytest.raises(errors.ConfigError, match="cannot load kubeconfig"):
         load_config(str(tmp_path / "missing"))
