@@ -90,6 +90,10 @@ def _selector(obj: Obj) -> Any:
 
 class ReplicaSetController(Controller):
     name = "replicaset-controller"
+    # A reconcile reads every pod of the namespace. While thousands of a ReplicaSet's pods
+    # change state (a burst turning Running), draining at most every 50 ms instead of 5 ms
+    # keeps that cost from following every single pod update.
+    batch_seconds = 0.05
 
     def __init__(self, registry: Registry) -> None:
         super().__init__(registry)

@@ -35,6 +35,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+import numpy as np
 import structlog
 
 from pyscheduler.config import RebalancerConfig
@@ -47,7 +48,12 @@ from pyscheduler.kube.errors import (
     NotFoundError,
     TooManyRequestsError,
 )
-from pyscheduler.virtual.burst import INSTANCE_ANNOTATION, POOL_LABEL, VIRTUAL_LABEL
+from pyscheduler.virtual.burst import (
+    INSTANCE_ANNOTATION,
+    POOL_LABEL,
+    VIRTUAL_LABEL,
+    VIRTUAL_NODE_PREFIX,
+)
 
 __all__ = ["REBALANCE_ANNOTATION", "Rebalancer"]
 
@@ -150,6 +156,7 @@ class Rebalancer:
         outcomes: list[tuple[str, str]] = []
         per_namespace: dict[str, int] = {}
         moves = 0
+        room = self._most_room()
         for obj in sorted(self.virtual_pods.values(), key=self._order):
             meta = obj["metadata"]
             uid, key = str(meta.get("uid")), f"{meta.get('namespace')}/{meta.get('name')}"
@@ -170,7 +177,7 @@ class Rebalancer:
             if per_namespace.get(ns, 0) >= s.max_moves_per_namespace:
                 outcomes.append((key, "namespace-limit"))
                 continue
-            target = self._fit(obj)
+            target = self._fit(obj) if self._may_fit(obj, room) else None
             if target is None:
                 outcomes.append((key, "no-fit"))
                 continue
@@ -195,6 +202,31 @@ class Rebalancer:
             task.add_done_callback(self._moves.discard)
             outcomes.append((key, f"{strategy}:{target}"))
         return outcomes
+
+    def _most_room(self) -> tuple[int, int]:
+        """The most free cpu and the most free memory on any one real node (not necessarily the
+        same node): a pod asking more of either fits no real node, whatever its other rules."""
+        table = self.scheduler.cache.table
+        n = table.n
+        if not n:
+            return 0, 0
+        real = table.valid[:n] & np.array(
+            [not name.startswith(VIRTUAL_NODE_PREFIX) for name in table.names[:n]], bool)
+        if not real.any():
+            return 0, 0
+        cols = [table.resource_index["cpu"], table.resource_index["memory"]]
+        free = table.allocatable[:n, cols] - table.requested[:n, cols]
+        most = free[real].max(axis=0)
+        return int(most[0]), int(most[1])
+
+    def _may_fit(self, obj: Obj, room: tuple[int, int]) -> bool:
+        """False when the pod's cpu or memory request exceeds what any real node has free, so
+        that a full cluster costs a sweep no pipeline run per virtual pod."""
+        try:
+            requests = pod_info(obj).requests
+        except PodSpecError:
+            return True  # _fit reports it
+        return requests.get("cpu", 0) <= room[0] and requests.get("memory", 0) <= room[1]
 
     def _fit(self, obj: Obj) -> str | None:
         """The real node the scheduler's pipeline would choose for the pod now, or None."""

@@ -79,3 +79,18 @@ def test_steering_never_overrides_the_filters() -> None:
     assert result.node == "a"
     assert steered(result, cache.table.slots, "b") is result
     assert steered(result, cache.table.slots, "gone") is result
+
+
+def test_a_full_cluster_is_seen_before_any_pipeline_run() -> None:
+    """The sweep's quick check: the most free cpu and memory on one real node (virtual nodes,
+    whose allocatable is a whole cloud pool, do not count)."""
+    cache = Cache()
+    cache.set_node(node_info(node("a", cpu="4")))
+    cache.set_node(node_info(node("b", cpu="8")))
+    cache.set_node(node_info(node("wssp-virtual-aci", cpu="1000")))
+    cache.add_pod(pod_info(web_pod("on-b", "u-b", cpu="7", node_name="b")))
+    rebalancer = Rebalancer(SimpleNamespace(cache=cache), RebalancerConfig())
+    room = rebalancer._most_room()
+    assert room == (4000, 16 * 2**30)   # cpu: a has 4 free (b 1); memory: a has all 16Gi
+    assert rebalancer._may_fit(web_pod("x", "u-x", cpu="4"), room)
+    assert not rebalancer._may_fit(web_pod("y", "u-y", cpu="5"), room)
