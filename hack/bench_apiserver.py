@@ -77,6 +77,42 @@ async def count_bindings(c: Client, path: str, rv: str, target: int, times: list
                     return
 
 
+def sim_up(workdir: Path, cluster: Path, *extra: str,
+           env: dict[str, str] | None = None) -> subprocess.Popen[str]:
+    """``pyscheduler sim up`` in its own process, returned once it listens (its first line);
+    raises with what it printed when it does not start."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "pyscheduler.cli", "--log-level", "warning", "sim", "up",
+         "--workdir", str(workdir), "--cluster", str(cluster), *extra],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
+    assert proc.stdout is not None
+    first = proc.stdout.readline()
+    if "listening" not in first:
+        interrupt(proc)
+        raise RuntimeError(f"the embedded cluster did not start: {first}")
+    return proc
+
+
+def run_scheduler(kubeconfig: Path, config: Path,
+                  env: dict[str, str] | None = None) -> subprocess.Popen[bytes]:
+    """``pyscheduler run`` in its own process, its output discarded."""
+    return subprocess.Popen(
+        [sys.executable, "-m", "pyscheduler.cli", "run", "--kubeconfig", str(kubeconfig),
+         "--config", str(config)],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
+
+
+def interrupt(*procs: subprocess.Popen[Any] | None) -> None:
+    """SIGINT each process (as Ctrl-C would), then kill what has not exited in 20 s."""
+    for proc in procs:
+        if proc is not None:
+            proc.send_signal(signal.SIGINT)
+            try:
+                proc.wait(20)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+
+
 def pod(i: int) -> dict[str, Any]:
     return {"apiVersion": "v1", "kind": "Pod",
             "metadata": {"name": f"pod-{i}", "namespace": "bench"},
@@ -212,16 +248,12 @@ def main() -> int:
                            "pods": 110}],
             "kubelet": {"runPods": False}}))
         t0 = time.monotonic()
-        server = subprocess.Popen(
-            [sys.executable, "-m", "pyscheduler.cli", "--log-level", "warning", "sim", "up",
-             "--workdir", str(workdir), "--cluster", str(workdir / "cluster.yaml")],
-            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         try:
-            assert server.stdout is not None
-            first = server.stdout.readline()
-            if "listening" not in first:
-                print(first + server.stdout.read(), file=sys.stderr)
-                return 1
+            server = sim_up(workdir, workdir / "cluster.yaml")
+        except RuntimeError as exc:
+            print(exc, file=sys.stderr)
+            return 1
+        try:
             print(f"embedded cluster with {args.nodes} nodes up in "
                   f"{time.monotonic() - t0:.1f} s (python {sys.version.split()[0]}, "
                   f"{os.cpu_count()} cores)")
@@ -231,11 +263,7 @@ def main() -> int:
             except ImportError:
                 asyncio.run(bench(args, workdir / "kubeconfig", server.pid))
         finally:
-            server.send_signal(signal.SIGINT)
-            try:
-                server.wait(20)
-            except subprocess.TimeoutExpired:
-                server.kill()
+            interrupt(server)
     return 0
 
 

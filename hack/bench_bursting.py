@@ -17,8 +17,6 @@ import argparse
 import calendar
 import json
 import os
-import signal
-import subprocess
 import sys
 import tempfile
 import threading
@@ -38,7 +36,7 @@ from kubernetes import client, config  # noqa: E402
 from tests.conftest import wait_for  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).parent))
-from bench_apiserver import Client  # noqa: E402
+from bench_apiserver import Client, interrupt, run_scheduler, sim_up  # noqa: E402
 
 
 def _seconds(text: str) -> float:
@@ -90,16 +88,9 @@ def main() -> int:
             "cloudPools": [{"name": "aci", "platform": "azure", "cpu": str(n),
                             "memory": f"{n}Gi", "instances": n + 10,
                             "creationLatencySeconds": 0}]}))
-        sim = subprocess.Popen(
-            [sys.executable, "-m", "pyscheduler.cli", "--log-level", "warning", "sim", "up",
-             "--workdir", str(work), "--cluster", str(work / "cluster.yaml"),
-             "--watch-history", "50000"],
-            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
+        sim = sim_up(work, work / "cluster.yaml", "--watch-history", "50000", env=env)
         sched = None
         try:
-            assert sim.stdout is not None
-            if "listening" not in sim.stdout.readline():
-                raise RuntimeError("the embedded cluster did not start")
             settings = yaml.safe_load((work / "scheduler.yaml").read_text())
             settings.update(logLevel="warning", scheduleFragment=None,
                             leaderElection={"enabled": False},
@@ -107,10 +98,7 @@ def main() -> int:
             settings["rebalancer"].update(intervalSeconds=args.sweep, minCloudSeconds=0.1,
                                           maxMovesPerCycle=10000, maxMovesPerNamespace=10000)
             (work / "sched.yaml").write_text(yaml.safe_dump(settings))
-            sched = subprocess.Popen(
-                [sys.executable, "-m", "pyscheduler.cli", "run", "--kubeconfig",
-                 str(work / "kubeconfig"), "--config", str(work / "sched.yaml")],
-                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
+            sched = run_scheduler(work / "kubeconfig", work / "sched.yaml", env)
             api = config.new_client_from_config(config_file=str(work / "kubeconfig"))
             core, apps = client.CoreV1Api(api), client.AppsV1Api(api)
             wait_for(lambda: core.list_node(label_selector="type=virtual-kubelet").items,
@@ -154,13 +142,7 @@ def main() -> int:
                      timeout=300, interval=0.5)
             back = time.monotonic() - t1
         finally:
-            for proc in (sched, sim):
-                if proc is not None:
-                    proc.send_signal(signal.SIGINT)
-                    try:
-                        proc.wait(20)
-                    except subprocess.TimeoutExpired:
-                        proc.kill()
+            interrupt(sched, sim)
     result = {
         "scenario": f"burst of {n} pods to the simulated cloud (zero creation latency)",
         "pods_on_cloud": on_cloud,

@@ -28,9 +28,7 @@ import argparse
 import asyncio
 import json
 import os
-import signal
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -52,9 +50,12 @@ sys.path.insert(0, str(Path(__file__).parent))
 from bench_apiserver import (  # noqa: E402
     Client,
     count_bindings,
+    interrupt,
     rate_samples,
     rss_kib,
     run_pool,
+    run_scheduler,
+    sim_up,
 )
 
 
@@ -286,20 +287,10 @@ def bench_e2e(args: argparse.Namespace) -> dict[str, Any]:
             else args.schedule_fragment,
             "storage": {"allowedFileDirs": [str(PACKAGED_FRAGMENTS)]}}))
         env = {**os.environ, "PYTHONUNBUFFERED": "1"}
-        sim = subprocess.Popen(
-            [sys.executable, "-m", "pyscheduler.cli", "--log-level", "warning", "sim", "up",
-             "--workdir", str(workdir), "--cluster", str(workdir / "cluster.yaml"),
-             "--watch-history", "50000"],
-            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
+        sim = sim_up(workdir, workdir / "cluster.yaml", "--watch-history", "50000", env=env)
         sched = None
         try:
-            assert sim.stdout is not None
-            if "listening" not in sim.stdout.readline():
-                raise RuntimeError("the embedded cluster did not start")
-            sched = subprocess.Popen(
-                [sys.executable, "-m", "pyscheduler.cli", "run", "--kubeconfig",
-                 str(workdir / "kubeconfig"), "--config", str(workdir / "sched.yaml")],
-                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
+            sched = run_scheduler(workdir / "kubeconfig", workdir / "sched.yaml", env)
             time.sleep(2.0)
             try:
                 import uvloop
@@ -307,13 +298,7 @@ def bench_e2e(args: argparse.Namespace) -> dict[str, Any]:
             except ImportError:
                 return asyncio.run(_e2e(args, workdir, sched.pid, sim.pid, port))
         finally:
-            for proc in (sched, sim):
-                if proc is not None:
-                    proc.send_signal(signal.SIGINT)
-                    try:
-                        proc.wait(20)
-                    except subprocess.TimeoutExpired:
-                        proc.kill()
+            interrupt(sched, sim)
 
 
 def print_table(results: list[dict[str, Any]]) -> None:

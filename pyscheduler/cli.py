@@ -22,8 +22,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
-import signal
 import sys
 from collections.abc import Coroutine
 from pathlib import Path
@@ -33,6 +31,7 @@ import structlog
 
 from pyscheduler import __version__
 from pyscheduler.logs import configure_logging
+from pyscheduler.kube.tasks import stop_on_signals
 
 __all__ = ["main"]
 
@@ -110,11 +109,7 @@ def _sim_up(args: argparse.Namespace) -> int:
         print("  kubectl get nodes", flush=True)
         print(f"  pyscheduler run --kubeconfig {kubeconfig} --config {workdir / 'scheduler.yaml'}",
               flush=True)
-        stop = asyncio.Event()
-        loop = asyncio.get_running_loop()
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            with contextlib.suppress(NotImplementedError):
-                loop.add_signal_handler(sig, stop.set)
+        stop = stop_on_signals()
         await stop.wait()
         log.info("stopping embedded cluster")
         if cloud is not None:
@@ -147,11 +142,7 @@ def _run(args: argparse.Namespace) -> int:
         except KubeError as exc:
             print(f"pyscheduler run: {exc}", file=sys.stderr)
             return 2
-        stop = asyncio.Event()
-        loop = asyncio.get_running_loop()
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            with contextlib.suppress(NotImplementedError):
-                loop.add_signal_handler(sig, stop.set)
+        stop = stop_on_signals()
         app = SchedulerApp(config, client)
         log.info("starting scheduler", scheduler=config.scheduler_name,
                  metrics=f"{config.metrics_host}:{app.health.port or config.metrics_port}")

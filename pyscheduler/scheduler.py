@@ -442,27 +442,16 @@ class Scheduler:
             self.burster.forget(pod.uid)
             self.queue.requeue_backoff(pod.uid, "BindFailure")
             return
-        async with self.bind_slots:
-            outcome = await self._bind_with_retries(pod, node)
+        outcome = await self._send_binding(pod, node)
         if outcome == "bound":
-            self.scheduled += 1
             self.bursts += 1
-            self.queue.done(pod.uid)
             if self.metrics is not None:
                 self.metrics.bursts.labels(pool).inc()
-                self.metrics.observe_pod_scheduled(
-                    attempts=entry.attempts, sli_seconds=self.clock() - entry.initial_attempt)
-            self.recorder.record(pod.raw, type_="Normal", reason="Scheduled", action="Binding",
-                                 note=f"Successfully assigned {pod.key} to {node} (no real "
-                                      f"node fits: burst to cloud pool {pool})")
+            self._bound(entry, node, f"Successfully assigned {pod.key} to {node} (no real "
+                                     f"node fits: burst to cloud pool {pool})")
             return
         self.burster.forget(pod.uid)
-        if outcome == "gone":
-            self.queue.delete(pod.uid)
-        elif outcome == "bound-elsewhere":
-            self.queue.done(pod.uid)
-        else:
-            self.queue.requeue_backoff(pod.uid, "BindFailure")
+        self._not_bound(pod.uid, outcome)
 
     def fragment_ready(self, resource: str) -> None:
         """A fragment became Ready: pods waiting for one are worth another attempt."""
@@ -490,30 +479,44 @@ class Scheduler:
 
     async def _bind(self, entry: QueuedPod, node: str, decision: Obj | None) -> None:
         pod = entry.pod
+        outcome = await self._send_binding(pod, node)
+        if outcome == "bound":
+            self.cache.finish_binding(pod.uid)
+            self._bound(entry, node, f"Successfully assigned {pod.key} to {node}")
+            if decision is not None:
+                await self._annotate_decision(pod, decision)
+            return
+        self.cache.forget(pod.uid)
+        self._not_bound(pod.uid, outcome)
+
+    async def _send_binding(self, pod: PodInfo, node: str) -> str:
+        """The binding, within the concurrency bound and timed; the outcome of
+        :meth:`_bind_with_retries`."""
         async with self.bind_slots:
             start = time.perf_counter()
             outcome = await self._bind_with_retries(pod, node)
             if self.metrics is not None:
                 self.metrics.bind_duration.observe(time.perf_counter() - start)
-        if outcome == "bound":
-            self.scheduled += 1
-            self.cache.finish_binding(pod.uid)
-            self.queue.done(pod.uid)
-            if self.metrics is not None:
-                self.metrics.observe_pod_scheduled(
-                    attempts=entry.attempts, sli_seconds=self.clock() - entry.initial_attempt)
-            self.recorder.record(pod.raw, type_="Normal", reason="Scheduled", action="Binding",
-                                 note=f"Successfully assigned {pod.key} to {node}")
-            if decision is not None:
-                await self._annotate_decision(pod, decision)
-            return
-        self.cache.forget(pod.uid)
+        return outcome
+
+    def _bound(self, entry: QueuedPod, node: str, note: str) -> None:
+        """A pod bound (to a real or a virtual node): count it, leave the queue, tell."""
+        self.scheduled += 1
+        self.queue.done(entry.pod.uid)
+        if self.metrics is not None:
+            self.metrics.observe_pod_scheduled(
+                attempts=entry.attempts, sli_seconds=self.clock() - entry.initial_attempt)
+        self.recorder.record(entry.pod.raw, type_="Normal", reason="Scheduled",
+                             action="Binding", note=note)
+
+    def _not_bound(self, uid: str, outcome: str) -> None:
+        """The queue's part of a binding that did not happen."""
         if outcome == "gone":
-            self.queue.delete(pod.uid)
+            self.queue.delete(uid)
         elif outcome == "bound-elsewhere":
-            self.queue.done(pod.uid)
+            self.queue.done(uid)
         else:
-            self.queue.requeue_backoff(pod.uid, "BindFailure")
+            self.queue.requeue_backoff(uid, "BindFailure")
 
     async def _bind_with_retries(self, pod: PodInfo, node: str) -> str:
         """``bound``, ``bound-elsewhere``, ``gone`` or ``retry``."""

@@ -16,12 +16,14 @@ lets the caller's cancellation through in every case.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import signal
 from collections.abc import Awaitable
 from typing import Any, TypeVar
 
 import structlog
 
-__all__ = ["bounded", "cancel_and_wait"]
+__all__ = ["bounded", "cancel_and_wait", "stop_on_signals"]
 
 log = structlog.get_logger("pyscheduler.kube.tasks")
 
@@ -63,3 +65,14 @@ async def bounded(awaitable: Awaitable[T], timeout: float | None) -> T:
         await cancel_and_wait(task)
         raise asyncio.TimeoutError()
     return task.result()
+
+
+def stop_on_signals() -> asyncio.Event:
+    """An event the running loop sets on SIGINT or SIGTERM (where the platform lets a loop
+    handle signals): what a command that runs until stopped waits for."""
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        with contextlib.suppress(NotImplementedError):
+            loop.add_signal_handler(sig, stop.set)
+    return stop

@@ -51,7 +51,6 @@ import heapq
 import os
 import random
 import re
-import signal
 import sys
 import threading
 import time
@@ -66,6 +65,7 @@ import yaml
 from aiohttp import web
 
 from pyscheduler.api.quantity import QuantityError, milli_value, parse_quantity, value
+from pyscheduler.kube.tasks import stop_on_signals
 from pyscheduler.virtual.cloud import (
     API_PREFIX,
     decode_request,
@@ -937,11 +937,7 @@ def serve_command(args: argparse.Namespace) -> int:
                   f"{s.max_instance_cpu_millis / 1000:g} CPU/"
                   f"{s.max_instance_memory_bytes / GIB:g}Gi, addresses {pool.prefix}*",
                   flush=True)
-        stop = asyncio.Event()
-        loop = asyncio.get_running_loop()
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            with contextlib.suppress(NotImplementedError):
-                loop.add_signal_handler(sig, stop.set)
+        stop = stop_on_signals()
         try:
             await stop.wait()
         finally:

@@ -13,6 +13,18 @@ from pyscheduler.virtual.cloudsim import BackgroundCloudSim
 from pyscheduler.virtual.cloudsim import PoolSpec as CloudPool
 from tests.conftest import SchedulerThread, wait_for
 
+OUTAGE_POOLS = [CloudPool("aci", "azure", creation_latency_seconds=0.05)]
+#: One real node that holds one of the pods; the others must go to the cloud.
+OUTAGE_CLUSTER = ClusterSpec(pools=[PoolSpec(name="real", count=1, cpu="1", memory="4Gi")],
+                             pod_start_seconds=0.05, lease_renew_seconds=5)
+
+
+def cpu_pod(name: str, scheduler: str) -> dict[str, object]:
+    return {"metadata": {"name": name},
+            "spec": {"schedulerName": scheduler, "terminationGracePeriodSeconds": 0,
+                     "containers": [{"name": "c", "image": "pause", "resources": {
+                         "requests": {"cpu": "1", "memory": "128Mi"}}}]}}
+
 
 def test_restart_mid_burst_leaves_no_duplicate_and_no_orphan(tmp_path: Path) -> None:
     pools = [CloudPool("aci", "azure", cpu_millis=100_000, memory_bytes=400 * 2**30,
@@ -66,10 +78,8 @@ def test_restart_mid_burst_leaves_no_duplicate_and_no_orphan(tmp_path: Path) -> 
 
 
 def test_a_cloud_down_for_a_while_costs_time_not_pods(tmp_path: Path) -> None:
-    pools = [CloudPool("aci", "azure", creation_latency_seconds=0.05)]
-    spec = ClusterSpec(pools=[PoolSpec(name="real", count=1, cpu="1", memory="4Gi")],
-                       pod_start_seconds=0.05, lease_renew_seconds=5)
-    with BackgroundCloudSim(pools, seed=3) as cloud, BackgroundCluster(spec, tmp_path) as sim:
+    with BackgroundCloudSim(OUTAGE_POOLS, seed=3) as cloud, \
+            BackgroundCluster(OUTAGE_CLUSTER, tmp_path) as sim:
         api = config.new_client_from_config(config_file=str(sim.kubeconfig))
         core = client.CoreV1Api(api)
         s = SchedulerThread(sim.kubeconfig, schedulerName="outage-sched",
@@ -84,11 +94,7 @@ def test_a_cloud_down_for_a_while_costs_time_not_pods(tmp_path: Path) -> None:
                      what="the virtual node")
             cloud.call(lambda: cloud.sim.set_faults("aci", down=True))
             for i in range(5):
-                core.create_namespaced_pod("default", {
-                    "metadata": {"name": f"p{i}"},
-                    "spec": {"schedulerName": "outage-sched",
-                             "containers": [{"name": "c", "image": "pause", "resources": {
-                                 "requests": {"cpu": "1", "memory": "128Mi"}}}]}})
+                core.create_namespaced_pod("default", cpu_pod(f"p{i}", "outage-sched"))
             # The pods are bound to the virtual node and wait; the node stays Ready (the outage
             # is shorter than notReadyAfterSeconds).
             wait_for(lambda: sum(1 for p in core.list_namespaced_pod("default").items
@@ -119,10 +125,8 @@ def test_a_cloud_down_for_many_times_the_not_ready_threshold_loses_nothing(
     during it wait unscheduled (the message says why) and burst afterwards; every pod ends with
     exactly one instance, and no instance is left without its pod."""
     import time
-    pools = [CloudPool("aci", "azure", creation_latency_seconds=0.05)]
-    spec = ClusterSpec(pools=[PoolSpec(name="real", count=1, cpu="1", memory="4Gi")],
-                       pod_start_seconds=0.05, lease_renew_seconds=5)
-    with BackgroundCloudSim(pools, seed=4) as cloud, BackgroundCluster(spec, tmp_path) as sim:
+    with BackgroundCloudSim(OUTAGE_POOLS, seed=4) as cloud, \
+            BackgroundCluster(OUTAGE_CLUSTER, tmp_path) as sim:
         api = config.new_client_from_config(config_file=str(sim.kubeconfig))
         core = client.CoreV1Api(api)
         s = SchedulerThread(sim.kubeconfig, schedulerName="long-outage",
@@ -135,13 +139,6 @@ def test_a_cloud_down_for_many_times_the_not_ready_threshold_loses_nothing(
                                           "pools": [{"name": "aci", "platform": "azure"}]},
                             rebalancer={"enabled": False}).start()
 
-        def make(name: str) -> None:
-            core.create_namespaced_pod("default", {
-                "metadata": {"name": name},
-                "spec": {"schedulerName": "long-outage", "terminationGracePeriodSeconds": 0,
-                         "containers": [{"name": "c", "image": "pause", "resources": {
-                             "requests": {"cpu": "1", "memory": "128Mi"}}}]}})
-
         def ready() -> list[str]:
             nodes = core.list_node(field_selector="metadata.name=wssp-virtual-aci").items
             return [c.status for n in nodes for c in n.status.conditions or ()
@@ -150,7 +147,7 @@ def test_a_cloud_down_for_many_times_the_not_ready_threshold_loses_nothing(
             wait_for(lambda: ready() == ["True"], what="the virtual node to be Ready")
             cloud.call(lambda: cloud.sim.set_faults("aci", down=True))
             for i in range(3):
-                make(f"before-{i}")
+                core.create_namespaced_pod("default", cpu_pod(f"before-{i}", "long-outage"))
             wait_for(lambda: sum(1 for p in core.list_namespaced_pod("default").items
                                  if p.spec.node_name == "wssp-virtual-aci") >= 2,
                      what="pods bound to the virtual node while the cloud is down")
@@ -159,7 +156,7 @@ def test_a_cloud_down_for_many_times_the_not_ready_threshold_loses_nothing(
             node = core.read_node("wssp-virtual-aci")
             cond = [c for c in node.status.conditions if c.type == "Ready"][0]
             assert cond.reason == "CloudUnavailable", cond
-            make("during")
+            core.create_namespaced_pod("default", cpu_pod("during", "long-outage"))
 
             def waits_unscheduled() -> bool:
                 p = core.read_namespaced_pod("during", "default")
