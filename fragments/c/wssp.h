@@ -29,7 +29,7 @@
  *   3. node columns: resources, flags, labels, names, taints, candidates, outputs
  *   4. the pod record: requests, requirements, labels and annotations
  *   5. node constraints: wssp_node_matches()
- *   6. allocator and exports
+ *   6. allocator and exports; incremental calls: wssp_changed_rows()
  *   7. init helpers: declaring reasons and wanted labels
  *   8. a small JSON reader for the configuration
  *   9. optional: the wssp.log import (define WSSP_WITH_LOG before including)
@@ -75,6 +75,13 @@ static inline void wssp_memcpy(void *dst, const void *src, wssp_u32 n) {
 
 static inline void wssp_memset(void *dst, int value, wssp_u32 n) {
     __builtin_memset(dst, value, n);
+}
+
+static inline int wssp_memeq(const void *a, const void *b, wssp_u32 n) {
+    const wssp_u8 *p = (const wssp_u8 *)a, *q = (const wssp_u8 *)b;
+    for (wssp_u32 i = 0; i < n; i++)
+        if (p[i] != q[i]) return 0;
+    return 1;
 }
 
 /* Unaligned little-endian loads (wasm is little-endian; memcpy compiles to a plain load). */
@@ -259,7 +266,10 @@ typedef struct wssp_ctx {
     wssp_u32 scores;             /*  84  i64[C] */
     wssp_u32 generation;         /*  88 */
     wssp_u32 stage;              /*  92  0 init, 1 filter, 2 score */
-    wssp_u32 reserved_96[8];     /*  96..127 */
+    wssp_u32 changed;            /*  96  u32[C]: rows changed since this stage's last call (1.1) */
+    wssp_u32 n_changed;          /* 100  rows listed, or WSSP_ALL_ROWS (1.1) */
+    wssp_u32 host_minor;         /* 104  the newest minor the host speaks (1.1; 0 before) */
+    wssp_u32 reserved_108[5];    /* 108..127 */
     /* guest fields */
     wssp_u32 reasons;            /* 128  lines; reason id k is line k (1-based) */
     wssp_u32 reasons_len;        /* 132 */
@@ -294,6 +304,9 @@ WSSP_CHECK_OFFSET(verdicts, 80);
 WSSP_CHECK_OFFSET(scores, 84);
 WSSP_CHECK_OFFSET(generation, 88);
 WSSP_CHECK_OFFSET(stage, 92);
+WSSP_CHECK_OFFSET(changed, 96);
+WSSP_CHECK_OFFSET(n_changed, 100);
+WSSP_CHECK_OFFSET(host_minor, 104);
 WSSP_CHECK_OFFSET(reasons, 128);
 WSSP_CHECK_OFFSET(reasons_len, 132);
 WSSP_CHECK_OFFSET(want_labels, 136);
@@ -663,8 +676,73 @@ WSSP_EXPORT("wssp_alloc") wssp_u32 wssp_alloc(wssp_i32 size) {
     return (wssp_u32)(wssp_uptr)wssp_malloc((wssp_u32)size);
 }
 
-/* ABI major 1 (the name), minor 0 (the value). */
-WSSP_EXPORT("wssp_abi_v1") wssp_i32 wssp_abi_v1(void) { return 0; }
+/* ABI major 1 (the name), minor 1 (the value): the outputs are the guest's between calls. */
+WSSP_EXPORT("wssp_abi_v1") wssp_i32 wssp_abi_v1(void) { return 1; }
+
+/*
+ * Incremental calls (ABI.md §4.3). The host lists the rows whose inputs changed since the
+ * previous call of the same stage; verdicts and scores keep what the guest wrote. A stage whose
+ * output for a row depends only on that row and on some part of the pod (the stage's *key*)
+ * recomputes just the listed rows when the key is unchanged:
+ *
+ *     static wssp_memo memo;
+ *     wssp_memo_begin(&memo);
+ *     wssp_memo_add(&memo, &request, sizeof request);     (every pod input the stage reads)
+ *     const wssp_u32 *rows;
+ *     wssp_u32 m = wssp_changed_rows(ctx, &memo, &rows);
+ *     if (m == WSSP_ALL_ROWS) { every row } else { rows[0..m) }
+ *
+ * A memo that cannot hold its key (out of memory) makes every call a full one.
+ */
+#define WSSP_ALL_ROWS 0xFFFFFFFFu
+
+typedef struct {
+    wssp_u8 *key, *next;   /* the key of the last full or partial call, the one being built */
+    wssp_u32 key_len, next_len, cap;
+    int valid, overflow;
+} wssp_memo;
+
+static inline void wssp_memo_begin(wssp_memo *m) {
+    m->next_len = 0;
+    m->overflow = 0;
+}
+
+static inline void wssp_memo_add(wssp_memo *m, const void *data, wssp_u32 len) {
+    if (m->overflow) return;
+    if (m->next_len + len > m->cap) {
+        wssp_u32 cap = 2 * (m->next_len + len) + 64;
+        wssp_u8 *key = (wssp_u8 *)wssp_malloc(cap), *next = (wssp_u8 *)wssp_malloc(cap);
+        if (!key || !next) {
+            m->overflow = 1;
+            m->valid = 0;
+            return;
+        }
+        wssp_memcpy(key, m->key, m->key_len);
+        wssp_memcpy(next, m->next, m->next_len);
+        m->key = key;
+        m->next = next;
+        m->cap = cap;
+    }
+    wssp_memcpy(m->next + m->next_len, data, len);
+    m->next_len += len;
+}
+
+/* The rows to compute in this call: their count with *rows pointing at them (ascending, each
+ * once), or WSSP_ALL_ROWS. Remembers the key built since wssp_memo_begin for the next call. */
+static inline wssp_u32 wssp_changed_rows(const wssp_ctx *ctx, wssp_memo *m, const wssp_u32 **rows) {
+    *rows = WSSP_PTR(const wssp_u32, ctx->changed);
+    int same = m->valid && !m->overflow && m->key_len == m->next_len &&
+               wssp_memeq(m->key, m->next, m->key_len);
+    if (!m->overflow) {
+        wssp_u8 *t = m->key;
+        m->key = m->next;
+        m->next = t;
+        m->key_len = m->next_len;
+        m->valid = 1;
+    }
+    if (!same || ctx->host_minor < 1 || ctx->n_changed > ctx->count) return WSSP_ALL_ROWS;
+    return ctx->n_changed;
+}
 
 /* ------------------------------------------------------------------------------------------ */
 /* 7. Init helpers: reasons and wanted labels                                                  */

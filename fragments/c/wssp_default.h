@@ -16,7 +16,8 @@
  *
  * Usage:
  *     wssp_init:   if (!wssp_default_init(ctx)) return 1;   (declares the reasons above)
- *     wssp_filter: wssp_default_filter(ctx);                (or wssp_default_verdict per row)
+ *     wssp_filter: wssp_default_filter(ctx);                (incremental: only changed rows)
+ *              or: wssp_default_verdict(ctx, row, ...)      (per row, for a rule of your own)
  */
 #ifndef WSSP_DEFAULT_H
 #define WSSP_DEFAULT_H
@@ -98,69 +99,98 @@ static inline wssp_u32 wssp_default_verdict(const wssp_ctx *ctx, wssp_u32 row, i
     return wssp_default_fit(ctx, row);
 }
 
-/* Write the default rule's verdict for every row.
- *
- * The same checks as wssp_default_verdict, with everything that does not depend on the row
- * read once before the loop: column base pointers and the pod's non-zero requests (the pointers
- * are restrict-qualified so that the stores to the verdicts do not force the compiler to reload
- * them on every row). */
+/* The pod inputs the default rule reads: the requests and the node constraints (its memo key). */
+static inline void wssp_default_key(const wssp_ctx *ctx, wssp_memo *m) {
+    const wssp_u8 *pod = wssp_pod_base(ctx);
+    const wssp_u32 tail = wssp_pod_tail(ctx);
+    wssp_memo_add(m, pod + 4, tail - 4);  /* R and the requests */
+    wssp_memo_add(m, pod + tail + 20, 8); /* n_terms, n_requirements */
+    const wssp_u32 from = wssp_load_u32(pod + tail + 28), to = wssp_load_u32(pod + tail + 32);
+    if (from <= to && to <= ctx->pod_len) wssp_memo_add(m, pod + from, to - from);
+}
+
+/* The per-call constants of the fast verdict: column base pointers and the pod's non-zero
+ * requests, read once (restrict-qualified so that the stores to the verdicts do not force the
+ * compiler to reload them on every row). */
 #define WSSP_DEFAULT_MAX_WANTED 16
-static inline void wssp_default_filter(wssp_ctx *ctx) {
-    const wssp_default_reasons *d = &wssp_default;
-    const wssp_u32 n = wssp_rows(ctx), cap = ctx->capacity, n_resources = ctx->n_resources;
-    const int constrained = wssp_pod_constrained(ctx);
-    const wssp_u8 *__restrict flags = WSSP_PTR(const wssp_u8, ctx->node_flags);
-    const wssp_u8 *__restrict taints = WSSP_PTR(const wssp_u8, ctx->pod_taints);
-    const wssp_i64 *__restrict alloc = WSSP_PTR(const wssp_i64, ctx->allocatable);
-    const wssp_i64 *__restrict used = WSSP_PTR(const wssp_i64, ctx->requested);
-    wssp_u16 *__restrict out = WSSP_PTR(wssp_u16, ctx->verdicts);
-    const wssp_i32 pods = d->col_pods;
-    const wssp_i64 *pods_alloc = pods >= 0 ? alloc + (wssp_u32)pods * cap : 0;
-    const wssp_i64 *pods_used = pods >= 0 ? used + (wssp_u32)pods * cap : 0;
+typedef struct {
+    const wssp_u8 *__restrict flags;
+    const wssp_u8 *__restrict taints;
+    const wssp_i64 *pods_alloc;
+    const wssp_i64 *pods_used;
     const wssp_i64 *want_alloc[WSSP_DEFAULT_MAX_WANTED];
     const wssp_i64 *want_used[WSSP_DEFAULT_MAX_WANTED];
     wssp_i64 want[WSSP_DEFAULT_MAX_WANTED];
     wssp_u16 want_reason[WSSP_DEFAULT_MAX_WANTED];
-    wssp_u32 n_want = 0;
-    for (wssp_u32 r = 0; r < n_resources; r++) {
+    wssp_u32 n_want;
+    int constrained;
+} wssp_default__call;
+
+static inline wssp_u16 wssp_default__fast(const wssp_ctx *ctx, const wssp_default__call *c,
+                                          wssp_u32 row) {
+    const wssp_default_reasons *d = &wssp_default;
+    const wssp_u8 t = c->taints[row];
+    /* Absent rows are ignored by the host; they get a reason all the same. */
+    if (!(c->flags[row] & WSSP_NODE_PRESENT) || (t & 2u)) return (wssp_u16)d->unschedulable;
+    if (t & 1u) return (wssp_u16)d->taint;
+    if (c->constrained && !wssp_node_matches(ctx, row)) return (wssp_u16)d->affinity;
+    if (c->pods_alloc && c->pods_used[row] >= c->pods_alloc[row]) return (wssp_u16)d->too_many_pods;
+    for (wssp_u32 k = 0; k < c->n_want; k++)
+        if (c->want[k] > c->want_alloc[k][row] - c->want_used[k][row]) return c->want_reason[k];
+    return 0;
+}
+
+static wssp_memo wssp_default__memo;
+
+/* Write the default rule's verdicts: for every row on the first call and whenever the pod's
+ * requests or node constraints differ from the previous call's, otherwise only for the rows the
+ * host lists as changed (ABI.md §4.3) — the other verdicts stand. A fragment that changes
+ * verdicts after this call must use wssp_default_verdict row by row instead. */
+static inline void wssp_default_filter(wssp_ctx *ctx) {
+    const wssp_default_reasons *d = &wssp_default;
+    const wssp_u32 n = wssp_rows(ctx), cap = ctx->capacity, n_resources = ctx->n_resources;
+    const wssp_i64 *alloc = WSSP_PTR(const wssp_i64, ctx->allocatable);
+    const wssp_i64 *used = WSSP_PTR(const wssp_i64, ctx->requested);
+    wssp_u16 *__restrict out = WSSP_PTR(wssp_u16, ctx->verdicts);
+    wssp_default__call c;
+    c.flags = WSSP_PTR(const wssp_u8, ctx->node_flags);
+    c.taints = WSSP_PTR(const wssp_u8, ctx->pod_taints);
+    c.constrained = wssp_pod_constrained(ctx);
+    const wssp_i32 pods = d->col_pods;
+    c.pods_alloc = pods >= 0 ? alloc + (wssp_u32)pods * cap : 0;
+    c.pods_used = pods >= 0 ? used + (wssp_u32)pods * cap : 0;
+    c.n_want = 0;
+    int slow = 0;
+    for (wssp_u32 r = 0; r < n_resources && !slow; r++) {
         wssp_i64 request = wssp_pod_request(ctx, (wssp_i32)r);
         if ((wssp_i32)r == pods || request <= 0) continue;
-        if (n_want == WSSP_DEFAULT_MAX_WANTED) {
-            /* A pod asking for more resources than the fast path holds: row by row. */
-            for (wssp_u32 row = 0; row < n; row++)
-                out[row] = (wssp_u16)((flags[row] & WSSP_NODE_PRESENT)
-                                      ? wssp_default_verdict(ctx, row, constrained)
-                                      : d->unschedulable);
-            return;
+        if (c.n_want == WSSP_DEFAULT_MAX_WANTED) {
+            slow = 1; /* more requested resources than the fast path holds: row by row */
+            break;
         }
-        want_alloc[n_want] = alloc + r * cap;
-        want_used[n_want] = used + r * cap;
-        want[n_want] = request;
-        want_reason[n_want] = (wssp_u16)(r < d->n_known ? d->insufficient[r]
-                                                         : d->insufficient_other);
-        n_want++;
+        c.want_alloc[c.n_want] = alloc + r * cap;
+        c.want_used[c.n_want] = used + r * cap;
+        c.want[c.n_want] = request;
+        c.want_reason[c.n_want] = (wssp_u16)(r < d->n_known ? d->insufficient[r]
+                                                             : d->insufficient_other);
+        c.n_want++;
     }
-    for (wssp_u32 row = 0; row < n; row++) {
-        wssp_u32 v = 0;
-        wssp_u8 t = taints[row];
-        /* Absent rows are ignored by the host; they get a reason all the same. */
-        if (!(flags[row] & WSSP_NODE_PRESENT) || (t & 2u)) {
-            v = d->unschedulable;
-        } else if (t & 1u) {
-            v = d->taint;
-        } else if (constrained && !wssp_node_matches(ctx, row)) {
-            v = d->affinity;
-        } else if (pods_alloc && pods_used[row] >= pods_alloc[row]) {
-            v = d->too_many_pods;
-        } else {
-            for (wssp_u32 k = 0; k < n_want; k++) {
-                if (want[k] > want_alloc[k][row] - want_used[k][row]) {
-                    v = want_reason[k];
-                    break;
-                }
-            }
+    wssp_memo_begin(&wssp_default__memo);
+    wssp_default_key(ctx, &wssp_default__memo);
+    const wssp_u32 *rows;
+    const wssp_u32 m = wssp_changed_rows(ctx, &wssp_default__memo, &rows);
+    if (slow) {
+        const wssp_u32 count = m == WSSP_ALL_ROWS ? n : m;
+        for (wssp_u32 k = 0; k < count; k++) {
+            const wssp_u32 row = m == WSSP_ALL_ROWS ? k : rows[k];
+            out[row] = (wssp_u16)((c.flags[row] & WSSP_NODE_PRESENT)
+                                  ? wssp_default_verdict(ctx, row, c.constrained)
+                                  : d->unschedulable);
         }
-        out[row] = (wssp_u16)v;
+    } else if (m == WSSP_ALL_ROWS) {
+        for (wssp_u32 row = 0; row < n; row++) out[row] = wssp_default__fast(ctx, &c, row);
+    } else {
+        for (wssp_u32 k = 0; k < m; k++) out[rows[k]] = wssp_default__fast(ctx, &c, rows[k]);
     }
 }
 

@@ -55,6 +55,7 @@ __all__ = [
 
 MIN_FEASIBLE_NODES_TO_FIND = 100
 MIN_FEASIBLE_NODES_PERCENTAGE_TO_FIND = 5
+_NEVER = np.iinfo(np.int64).min  # a total no feasible node can have (masks the infeasible)
 
 # A stage function; an override's may return None to defer to the built-in stage.
 FilterFn = Callable[[CycleContext], FilterResult | None]
@@ -316,7 +317,7 @@ class Pipeline:
                               filter_seconds=t1 - t0, score_seconds=time.perf_counter() - t1)
 
     def _select(self, feasible: BoolArray, total: IntArray) -> int:
-        masked = np.where(feasible, total, np.iinfo(np.int64).min)
+        masked = np.where(feasible, total, _NEVER)
         ties = np.flatnonzero(masked == masked.max())
         return int(ties[0] if len(ties) == 1 else ties[self.rng.integers(len(ties))])
 

@@ -32,6 +32,8 @@ from pyscheduler.wasm.vm import Instance, Module
 
 __all__ = [
     "ABI_MAJOR",
+    "ABI_MINOR",
+    "ALL_ROWS",
     "CTX_SIZE",
     "Guest",
     "Resize",
@@ -40,6 +42,7 @@ __all__ = [
 ]
 
 ABI_MAJOR = 1
+ABI_MINOR = 1  # the newest minor this host speaks (ABI.md §8)
 CTX_SIZE = 256
 NAME_FIELD = "metadata.name"
 MAX_SCORE = 100
@@ -49,6 +52,7 @@ _ABI, _CAPACITY, _COUNT, _NRES, _RES_NAMES, _RES_NAMES_LEN = 0, 4, 8, 12, 16, 20
 _ALLOC, _REQ, _FLAGS, _NLABELS, _LABEL_CAP, _LABEL_KEYS, _LABEL_KEYS_LEN = 24, 28, 32, 36, 40, 44, 48
 _LABELS, _LABEL_VALUES, _NODE_NAMES, _POD, _POD_LEN, _POD_TAINTS = 52, 56, 60, 64, 68, 72
 _CANDIDATES, _VERDICTS, _SCORES, _GENERATION, _STAGE = 76, 80, 84, 88, 92
+_CHANGED, _N_CHANGED, _HOST_MINOR = 96, 100, 104
 _REASONS, _REASONS_LEN, _WANT_LABELS, _WANT_LABELS_LEN = 128, 132, 136, 140
 
 FLAG_PRESENT, FLAG_UNSCHEDULABLE, FLAG_NOT_READY = 1, 2, 4
@@ -58,6 +62,7 @@ _CORDON_TAINT = "node.kubernetes.io/unschedulable"
 POD_TAINTED, POD_CORDONED = 1, 2
 _OPS = {"In": 0, "NotIn": 1, "Exists": 2, "DoesNotExist": 3, "Gt": 4, "Lt": 5}
 _STAGE_INIT, _STAGE_FILTER, _STAGE_SCORE = 0, 1, 2
+ALL_ROWS = 0xFFFFFFFF  # n_changed: every row may have changed (ABI.md §4.3)
 
 LogFn = Callable[[int, bytes], None]
 
@@ -80,6 +85,18 @@ def abi_marker(exports: Mapping[str, str]) -> int:
         raise LoadError(f"fragment speaks ABI v{max(majors)}, this scheduler speaks "
                         f"v{ABI_MAJOR}")
     return ABI_MAJOR
+
+
+def guest_minor(instance: Instance, exports: Mapping[str, str]) -> int:
+    """The minor version the guest's ``wssp_abi_v1`` marker declares (0 when it says nothing
+    usable)."""
+    kind = exports.get(f"wssp_abi_v{ABI_MAJOR}")
+    try:
+        value = instance.call(f"wssp_abi_v{ABI_MAJOR}") if kind == "func" else \
+            instance.global_value(f"wssp_abi_v{ABI_MAJOR}")
+    except CallError as exc:
+        raise LoadError(f"wssp_abi_v{ABI_MAJOR} failed: {exc.message}") from None
+    return value if isinstance(value, int) and value > 0 else 0
 
 
 def check_module(module: Module, *, filter: bool, score: bool) -> None:
@@ -116,6 +133,7 @@ class Guest:
     def __init__(self, module: Module, config: Mapping[str, Any] | None, table: NodeTable, *,
                  log: LogFn | None = None, label_capacity: int = 16) -> None:
         self.instance: Instance = module.instantiate(log)
+        self.minor = guest_minor(self.instance, module.exports)
         self.mem = self.instance.memory()
         self._views: _Views | None = None
         self._last_pod: CycleContext | None = None
@@ -133,6 +151,10 @@ class Guest:
         self.guest_seconds = 0.0  # time inside the guest's stage calls (the rest is host work)
         self.guest_calls = 0
         self._text_bufs: dict[str, tuple[int, int]] = {}  # buffer name -> (ptr, capacity)
+        # Rows changed since each stage's previous call (ABI §4.3), by stage: a list of row
+        # arrays, or None for "every row" (the first call, a change that is not per row).
+        self._pending: list[list[npt.NDArray[np.intp]] | None] = [None, None, None]
+        self._pending_rows = [0, 0, 0]
         ctx = self.ctx = self._alloc(CTX_SIZE)
         names = _lines(self.resources)
         self._set_text("resource_names", names, _RES_NAMES, _RES_NAMES_LEN)
@@ -140,6 +162,7 @@ class Guest:
         self._u32(_CAPACITY, self.capacity)
         self._u32(_NRES, len(self.resources))
         self._u32(_COUNT, table.n)
+        self._u32(_HOST_MINOR, ABI_MINOR)
         config_text = orjson.dumps(dict(config or {}))
         config_ptr = self._alloc(max(len(config_text), 1))
         self._write(config_ptr, config_text)
@@ -169,11 +192,13 @@ class Guest:
         self._cand_ptr = self._alloc(c)
         self._verdicts_ptr = self._alloc(2 * c)
         self._scores_ptr = self._alloc(8 * c)
+        self._changed_ptr = self._alloc(4 * c)
         for field, ptr in ((_ALLOC, self._alloc_ptr), (_REQ, self._req_ptr),
                            (_FLAGS, self._flags_ptr), (_LABELS, self._labels_ptr),
                            (_LABEL_VALUES, self._values_ptr), (_NODE_NAMES, self._names_ptr),
                            (_POD_TAINTS, self._taints_ptr), (_CANDIDATES, self._cand_ptr),
-                           (_VERDICTS, self._verdicts_ptr), (_SCORES, self._scores_ptr)):
+                           (_VERDICTS, self._verdicts_ptr), (_SCORES, self._scores_ptr),
+                           (_CHANGED, self._changed_ptr)):
             self._u32(field, ptr)
         self._u32(_LABEL_CAP, self.label_capacity)
         mem = self.mem
@@ -247,6 +272,40 @@ class Guest:
         mem = self.mem
         return mem[ptr: ptr + 8 * rows * c].view(np.int64).reshape(rows, c)
 
+    # -- what changed since each stage's previous call ----------------------------------------
+
+    def _mark(self, rows: npt.NDArray[np.intp], stages: tuple[int, ...] = (
+            _STAGE_FILTER, _STAGE_SCORE)) -> None:
+        """Rows whose inputs changed, for the next call of ``stages``."""
+        for stage in stages:
+            pending = self._pending[stage]
+            if pending is None:
+                continue
+            self._pending_rows[stage] += len(rows)
+            if self._pending_rows[stage] > self.capacity:  # a stage that is not being called
+                self._pending[stage] = None
+            else:
+                pending.append(rows)
+
+    def _mark_all(self) -> None:
+        self._pending[_STAGE_FILTER] = self._pending[_STAGE_SCORE] = None
+
+    def _publish(self, stage: int) -> None:
+        """Write the changed rows of ``stage`` into the context, and start its next list."""
+        pending = self._pending[stage]
+        views = self._typed()
+        if pending is None:
+            count = ALL_ROWS
+        elif not pending:
+            count = 0
+        else:
+            rows = pending[0] if len(pending) == 1 else np.unique(np.concatenate(pending))
+            count = len(rows)
+            views.changed[:count] = rows
+        views.header[_N_CHANGED // 4] = count
+        self._pending[stage] = []
+        self._pending_rows[stage] = 0
+
     # -- the resident table --------------------------------------------------------------------
 
     def _add_label_key(self, key: str) -> int:
@@ -260,6 +319,7 @@ class Guest:
         index = len(self.label_keys) - 1
         self._write_label_column(index, np.arange(self.table.n))
         self._write_label_values(index)
+        self._mark_all()
         return index
 
     def _label_ids(self, key: str, rows: npt.NDArray[np.intp]) -> npt.NDArray[np.int32]:
@@ -318,12 +378,17 @@ class Guest:
                     self._write_row(slot)
             elif len(rows):
                 self._write_rows(rows)
+            if self._seen < 0:
+                self._mark_all()
+            elif len(rows):
+                self._mark(rows)
             self._seen = table.generation
         if table.label_generation != self._labels_seen:
             for index in range(len(self.label_keys)):
                 self._write_label_values(index)
             self._write_names()
             self._labels_seen = table.label_generation
+            self._mark_all()  # value lines and names: not tracked per row
         header = self._typed().header
         header[_COUNT // 4] = n
         header[_GENERATION // 4] = table.generation & 0xFFFFFFFF
@@ -455,12 +520,18 @@ class Guest:
             if untolerated is None:
                 untolerated = np.zeros(n, np.uint8)
             untolerated |= cordoned.view(np.uint8) << 1
-        taints = self._typed().taints
+        taints = self._typed().taints[:n]
         if untolerated is not None:
-            taints[:n] = untolerated
+            changed = np.flatnonzero(taints != untolerated)
+            if len(changed):
+                taints[changed] = untolerated[changed]
+                self._mark(changed)
             self._taints_written = True
         elif self._taints_written:  # all zero, and the buffer may hold the last pod's ones
-            taints[:n] = 0
+            changed = np.flatnonzero(taints)
+            if len(changed):
+                taints[changed] = 0
+                self._mark(changed)
             self._taints_written = False
 
     def prepare(self, ctx: CycleContext) -> None:
@@ -471,6 +542,7 @@ class Guest:
         self.sync()
 
     def _call(self, export: str, stage: int) -> None:
+        self._publish(stage)
         self._typed().header[_STAGE // 4] = stage
         start = time.perf_counter()
         try:
@@ -486,7 +558,8 @@ class Guest:
     def filter(self, ctx: CycleContext) -> FilterResult:
         self.prepare(ctx)
         n = self.table.n
-        self._typed().verdicts[:n] = 0
+        if not self.minor:  # from minor 1 on the outputs are the guest's own, kept between calls
+            self._typed().verdicts[:n] = 0
         self._call("wssp_filter", _STAGE_FILTER)
         verdicts = self._typed().verdicts[:n]
         valid = self.table.valid[:n]
@@ -510,8 +583,11 @@ class Guest:
         self.prepare(ctx)
         n = self.table.n
         candidates = feasible[:n] & self.table.valid[:n]
-        views = self._typed()
-        views.candidates[:n] = candidates.view(np.uint8)
+        written, wanted = self._typed().candidates[:n], candidates.view(np.uint8)
+        changed = np.flatnonzero(written != wanted)
+        if len(changed):
+            written[changed] = wanted[changed]
+            self._mark(changed, (_STAGE_SCORE,))
         self._call("wssp_score", _STAGE_SCORE)
         scores: IntArray = np.multiply(self._typed().scores[:n], candidates, dtype=np.int64)
         # One pass catches both ends: a negative score is huge as an unsigned number.
@@ -528,7 +604,7 @@ class _Views:
     """Typed numpy views of the guest buffers, valid until guest memory moves."""
 
     __slots__ = ("header", "allocatable", "requested", "flags", "labels", "taints",
-                 "candidates", "verdicts", "scores")
+                 "candidates", "verdicts", "scores", "changed")
 
     def __init__(self, guest: Guest) -> None:
         mem, c = guest.mem, guest.capacity
@@ -546,3 +622,4 @@ class _Views:
         self.candidates = mem[guest._cand_ptr: guest._cand_ptr + c]
         self.verdicts = mem[guest._verdicts_ptr: guest._verdicts_ptr + 2 * c].view(np.uint16)
         self.scores = mem[guest._scores_ptr: guest._scores_ptr + 8 * c].view(np.int64)
+        self.changed = mem[guest._changed_ptr: guest._changed_ptr + 4 * c].view(np.uint32)

@@ -357,20 +357,42 @@ class _EpochTicker:
 _TICKER = _EpochTicker()
 
 
-def _fast_call_bindings(wasmtime: ModuleType) -> tuple[Any, Any] | None:
-    """wasmtime's ctypes bindings and its trap-handling context manager, when this version of
-    the package has the names the direct call path uses."""
+class _FastCall:
+    """wasmtime's ctypes entry points for the direct call path, looked up once."""
+
+    __slots__ = ("ffi", "set_fuel", "set_epoch_deadline", "func_call", "trap_type",
+                 "trap_class", "raise_last_exception")
+
+    def __init__(self, wasmtime: ModuleType, ffi: Any, func_module: Any, bindings: Any) -> None:
+        self.ffi = ffi
+        # The raw ctypes functions when the package has them (one Python frame less per call).
+        self.set_fuel = getattr(bindings, "_wasmtime_context_set_fuel",
+                                ffi.wasmtime_context_set_fuel)
+        self.set_epoch_deadline = getattr(bindings, "_wasmtime_context_set_epoch_deadline",
+                                          ffi.wasmtime_context_set_epoch_deadline)
+        self.func_call = getattr(bindings, "_wasmtime_func_call", ffi.wasmtime_func_call)
+        self.trap_type = ctypes.POINTER(ffi.wasm_trap_t)
+        self.trap_class = wasmtime.Trap
+        self.raise_last_exception = func_module.maybe_raise_last_exn
+
+
+def _fast_call_bindings(wasmtime: ModuleType) -> _FastCall | None:
+    """wasmtime's ctypes bindings, when this version of the package has the names the direct
+    call path uses."""
     try:
         ffi = importlib.import_module("wasmtime._ffi")
         func_module = importlib.import_module("wasmtime._func")
+        bindings = importlib.import_module("wasmtime._bindings")
     except ImportError:
         return None
     needed = ("wasmtime_func_call", "wasmtime_val_t", "WASMTIME_I32", "WASMTIME_I64",
-              "wasmtime_context_set_fuel", "wasmtime_context_set_epoch_deadline")
-    if not all(hasattr(ffi, n) for n in needed) or not hasattr(func_module, "enter_wasm") \
-            or not hasattr(wasmtime.Store, "_context"):
+              "wasmtime_context_set_fuel", "wasmtime_context_set_epoch_deadline", "wasm_trap_t")
+    if not all(hasattr(ffi, n) for n in needed) \
+            or not hasattr(func_module, "maybe_raise_last_exn") \
+            or not hasattr(wasmtime.Store, "_context") \
+            or not hasattr(wasmtime.Trap, "_from_ptr"):
         return None
-    return ffi, func_module.enter_wasm
+    return _FastCall(wasmtime, ffi, func_module, bindings)
 
 
 class WasmtimeRuntime(Runtime):
@@ -525,7 +547,7 @@ class _WasmtimeInstance(Instance):
         entry = self._funcs.get(name)
         if entry is None:
             func = self._exports[name]
-            entry = _WasmtimeFunc(func, sig, self._fast[0] if self._fast else None)
+            entry = _WasmtimeFunc(func, sig, self._fast.ffi if self._fast else None)
             self._funcs[name] = entry
         return entry
 
@@ -547,12 +569,12 @@ class _WasmtimeInstance(Instance):
                    _wasmtime_error(self._wt, e, self._wmodule)) from None
 
     def _call_direct(self, entry: _WasmtimeFunc, args: tuple[int, ...]) -> int:
-        ffi, enter_wasm = self._fast     # type: ignore[misc]
+        fast: _FastCall = self._fast     # type: ignore[assignment]
         context = self._context
-        error = ffi.wasmtime_context_set_fuel(context, self._wmodule.limits.fuel)
+        error = fast.set_fuel(context, self._wmodule.limits.fuel)
         if error:   # fuel is enabled in the engine: this does not happen
             raise self._wt.WasmtimeError._from_ptr(error)
-        ffi.wasmtime_context_set_epoch_deadline(context, self._wmodule.deadline_ticks)
+        fast.set_epoch_deadline(context, self._wmodule.deadline_ticks)
         params = entry.params
         for i, value in enumerate(args):
             if entry.kinds[i] == 32:
@@ -560,15 +582,21 @@ class _WasmtimeInstance(Instance):
             else:
                 params[i].of.i64 = value
         results = entry.results
-        with enter_wasm(self._store) as trap:
-            error = ffi.wasmtime_func_call(context, entry.pointer, params, len(args),
-                                           results, entry.nresults, trap)
+        trap = fast.trap_type()
+        error = fast.func_call(context, entry.pointer, params, len(args), results,
+                               entry.nresults, ctypes.byref(trap))
+        if error or trap:
+            # What wasmtime's own Func.__call__ does: an exception a host function raised
+            # first, then the trap or error.
+            fast.raise_last_exception()
             if error:
                 raise self._wt.WasmtimeError._from_ptr(error)
+            raise fast.trap_class._from_ptr(trap)
         if not entry.nresults:
             return 0
-        return int(results[0].of.i32 if results[0].kind == ffi.WASMTIME_I32.value else
-                   results[0].of.i64)
+        result = results[0]
+        return int(result.of.i32 if result.kind == fast.ffi.WASMTIME_I32.value else
+                   result.of.i64)
 
     def global_value(self, name: str) -> int | None:
         item = self._exports.get(name)

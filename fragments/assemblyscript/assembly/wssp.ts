@@ -51,10 +51,13 @@ export function wssp_alloc(size: i32): usize {
   return size < 0 ? 0 : alloc(<usize>size);
 }
 
-/** ABI major 1 (the name), minor 0 (the value). */
+/** ABI major 1 (the name), minor 1 (the value): the outputs are the guest's between calls. */
 export function wssp_abi_v1(): i32 {
-  return 0;
+  return 1;
 }
+
+/** `Context.changedCount()` when every row must be computed (ABI.md §4.3). */
+export const ALL_ROWS: u32 = 0xffffffff;
 
 // ---------------------------------------------------------------------------------------------
 // UTF-8 text: comparing, lines, integers
@@ -312,10 +315,10 @@ export class Context {
   scores: u32; // 84       i64[C]
   generation: u32; // 88
   stage: u32; // 92
-  private reserved0: u32; // 96..127
-  private reserved1: u32;
-  private reserved2: u32;
-  private reserved3: u32;
+  changed: u32; // 96      u32[C]: rows changed since this stage's last call (1.1)
+  n_changed: u32; // 100
+  host_minor: u32; // 104
+  private reserved3: u32; // 108..127
   private reserved4: u32;
   private reserved5: u32;
   private reserved6: u32;
@@ -333,6 +336,17 @@ export class Context {
   /** Rows to write outputs for (N). */
   @inline rows(): u32 {
     return this.count;
+  }
+
+  /** How many rows changed since this stage's previous call (`changedRow(k)` names them), or
+   * ALL_ROWS. Outputs of the other rows stand from that call: reuse them only when the pod
+   * inputs your rule reads are the previous call's too (ABI.md §4.3). */
+  changedCount(): u32 {
+    return this.host_minor < 1 || this.n_changed > this.count ? ALL_ROWS : this.n_changed;
+  }
+
+  @inline changedRow(k: u32): u32 {
+    return load<u32>(<usize>this.changed + (<usize>k << 2));
   }
 
   // -- resources --
@@ -582,6 +596,8 @@ export class Context {
 // The layout must be the ABI's, byte for byte.
 // @ts-ignore: compile-time check
 if (offsetof<Context>("stage") != 92) ERROR("Context.stage must be at offset 92");
+// @ts-ignore: compile-time check
+if (offsetof<Context>("host_minor") != 104) ERROR("Context.host_minor must be at offset 104");
 // @ts-ignore: compile-time check
 if (offsetof<Context>("reasons") != 128) ERROR("Context.reasons must be at offset 128");
 // @ts-ignore: compile-time check

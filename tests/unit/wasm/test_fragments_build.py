@@ -219,7 +219,8 @@ def test_wssp_alloc_contract(path: Path) -> None:
     assert all(a_end <= b for (_, a_end), (b, _) in zip(ends, ends[1:], strict=False))
     assert instance.call("wssp_alloc", 3 * 2**20) == 0  # the cap is nearly used up
     assert instance.call("wssp_alloc", 64) > 0  # small blocks still fit
-    assert instance.call("wssp_abi_v1") == 0
+    # the SDKs speak minor 1 (ABI §8); the hand-written WAT example stays at minor 0
+    assert instance.call("wssp_abi_v1") == (0 if path == PRESENT_ONLY else 1)
 
 
 # -- 3a. hostile modules fail exactly as documented ----------------------------------------------
@@ -497,6 +498,80 @@ def test_default_follows_a_changing_table() -> None:
     table.set_node(node_info(node("c", cpu="8").obj()))
     ctx = CycleContext.for_pod(pod_info(pod), table)
     assert reasons_of(frag.filter(ctx), ctx) == {"a": [], "b": [UNSCHEDULABLE], "c": []}
+
+
+def _random_node(rng: np.random.Generator, name: str) -> dict[str, Any]:
+    b = node(name, cpu=str(int(rng.integers(1, 5))), memory=f"{int(rng.integers(1, 9))}Gi",
+             pods=int(rng.integers(1, 6)))
+    if rng.random() < 0.8:
+        b = b.label("zone", str(rng.choice(["a", "b", "c"])))
+    if rng.random() < 0.15:
+        b = b.taint("dedicated", str(rng.choice(["infra", "gpu"])))
+    if rng.random() < 0.1:
+        b = b.unschedulable()
+    return b.obj()
+
+
+POD_SHAPES = [
+    make_pod().req(cpu="500m", memory="1Gi").obj(),
+    make_pod().req(cpu="500m", memory="1Gi").obj(),  # the same shape again: an incremental call
+    # the same requests, other tolerations: only the pod_taints rows the host lists change
+    make_pod().req(cpu="500m", memory="1Gi").toleration("dedicated", "infra").obj(),
+    make_pod().req(cpu="2", memory="512Mi").obj(),
+    make_pod().req(memory="3Gi").node_selector(zone="a").obj(),
+    make_pod().req(cpu="1").toleration("dedicated", "infra").obj(),
+    make_pod().req(cpu="100m").node_affinity_in("zone", "b", "c").toleration(
+        "node.kubernetes.io/unschedulable", effect="NoSchedule").obj(),
+]
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_incremental_calls_agree_with_a_fresh_instance(seed: int) -> None:
+    """One instance kept across a random run of cluster changes and pods (ABI §4.3: it is told
+    the changed rows and recomputes only those when the pod's inputs repeat) gives, at every
+    step, the verdicts and scores of a fresh instance computing every row."""
+    rng = np.random.default_rng(seed)
+    table = build_table([_random_node(rng, f"n{i}") for i in range(12)])
+    kept = Fragment.load(module_bytes(DEFAULT), table=table)
+    base = compiled(DEFAULT)
+    placed: list[tuple[str, str]] = []
+    partial_calls = 0
+    for step in range(120):
+        op = rng.random()
+        names = [table.names[i] for i in range(table.n) if table.valid[i]]
+        if op < 0.45 and names:  # a pod lands on a node
+            where = str(rng.choice(names))
+            pod = pod_info(make_pod(f"p{step}").uid(f"u{step}").req(
+                cpu=f"{int(rng.integers(1, 8)) * 100}m",
+                memory=f"{int(rng.integers(1, 8)) * 128}Mi").obj())
+            table.add_pod(table.slots[where], pod)
+            placed.append((where, pod.uid))
+        elif op < 0.6 and placed:  # one leaves
+            where, uid = placed.pop(int(rng.integers(len(placed))))
+            if where in table.slots:
+                table.remove_pod(table.slots[where], uid)
+        elif op < 0.75 and names:  # a node changes (capacity, labels, taints, cordon)
+            table.set_node(node_info(_random_node(rng, str(rng.choice(names)))))
+        elif op < 0.85:
+            table.set_node(node_info(_random_node(rng, f"new{step}")))
+        elif op < 0.9 and len(names) > 2:
+            table.remove_node(str(rng.choice(names)))
+        shape = POD_SHAPES[int(rng.integers(len(POD_SHAPES)))]
+        ctx = CycleContext.for_pod(pod_info(shape), table)
+        fresh = Fragment(name=base.name, module=base.module, config={}, has_filter=True,
+                         has_score=True, digest=base.digest, runtime=base.runtime)
+        got, want = kept.filter(ctx), fresh.filter(ctx)
+        assert got.passed is not None and want.passed is not None
+        assert reasons_of(got, ctx) == reasons_of(want, ctx), step
+        feasible = want.passed & (rng.random(len(want.passed)) < 0.85)  # candidates vary too
+        assert scores(kept.score(ctx, feasible), ctx.table, feasible) == \
+            scores(fresh.score(ctx, feasible), ctx.table, feasible), step
+        guest = kept.prepare(table)
+        if guest.instance.memory()[guest.ctx + 100: guest.ctx + 104].view(np.uint32)[0] \
+                != 0xFFFFFFFF:
+            partial_calls += 1
+    assert kept.stats.instances == 1 and kept.stats.failures == 0
+    assert partial_calls > 30  # the run did exercise the incremental path
 
 
 # -- 3c. examples ------------------------------------------------------------------------------
