@@ -172,6 +172,7 @@ class NodeTable:
     """Columns and indexes over all nodes. Not thread-safe: one owner (the scheduler loop)."""
 
     MAX_COUNTERS = 512
+    CHANGE_LOG = 1024  # slots of the latest changes kept for changed_since()
 
     def __init__(self, capacity: int = 64) -> None:
         self.capacity = capacity
@@ -187,6 +188,9 @@ class NodeTable:
         self.valid: BoolArray = np.zeros(capacity, np.bool_)
         self.unschedulable: BoolArray = np.zeros(capacity, np.bool_)
         self.row_generation: IntArray = np.zeros(capacity, np.int64)
+        # The slot of each of the latest changes: change g (generation g) is at g - _log_base - 1.
+        self._log: list[int] = []
+        self._log_base = 0
         self.names: list[str] = []
         self.slots: dict[str, int] = {}
         self.infos: list[NodeInfo | None] = []
@@ -257,6 +261,22 @@ class NodeTable:
     def _touch(self, slot: int) -> None:
         self.generation += 1
         self.row_generation[slot] = self.generation
+        log = self._log
+        log.append(slot)
+        if len(log) > 2 * self.CHANGE_LOG:
+            del log[: self.CHANGE_LOG]
+            self._log_base += self.CHANGE_LOG
+
+    def changed_since(self, generation: int) -> npt.NDArray[np.intp]:
+        """The rows changed after ``generation``, ascending, each once (cheap for the last
+        few changes, a scan of ``row_generation`` for anything older)."""
+        start = generation - self._log_base
+        if start < 0 or generation < 0:
+            return np.flatnonzero(self.row_generation[: self.n] > generation)
+        recent = self._log[start:]
+        if len(recent) == 1:
+            return np.array(recent, np.intp)
+        return np.array(sorted(set(recent)), np.intp)
 
     # -- nodes ---------------------------------------------------------------------------------
 

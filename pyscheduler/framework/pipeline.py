@@ -214,6 +214,10 @@ class Pipeline:
                                 if w and p.name in profile.row_local_scores)
         self._other_scores = tuple((p, w) for p, w in profile.scores
                                    if w and p.name not in profile.row_local_scores)
+        self._builtin_filters: tuple[tuple[str, FilterFn], ...] = tuple(
+            (p.name, p.filter) for p in profile.filters)
+        self._builtin_scores: tuple[tuple[str, ScoreFn, int], ...] = tuple(
+            (p.name, p.score, w) for p, w in profile.scores if w)
 
     def _row_local(self, ctx: CycleContext) -> _RowLocalMemo:
         """Row-local verdicts and scores for every row, recomputing only rows that changed
@@ -227,7 +231,7 @@ class Pipeline:
             if memo.generation == table.generation:
                 self._memo.move_to_end(key)
                 return memo
-            rows = np.flatnonzero(table.row_generation[:n] > memo.generation)
+            rows = table.changed_since(memo.generation)
         else:
             rows = np.arange(n)
             memo = _RowLocalMemo(n, 0, np.zeros(n, np.bool_), np.zeros(n, np.int64))
@@ -326,10 +330,10 @@ class Pipeline:
         valid = ctx.nodes().copy()
         feasible = valid.copy()
         outcome = FilterOutcome(feasible, valid)
-        builtin: list[tuple[str, FilterFn]] = [(p.name, p.filter) for p in self.profile.filters]
         replace = override is not None and override.filter is not None \
             and override.filter_mode == "replace"
-        stages = collections.deque([] if replace else builtin)
+        stages: collections.deque[tuple[str, FilterFn]] = collections.deque(
+            () if replace else self._builtin_filters)
         if override is not None and override.filter is not None:
             stages.append((override.name, override.filter))
         while stages:
@@ -344,7 +348,7 @@ class Pipeline:
                 # The override defers to the built-in stage (a fragment's failure policy
                 # "Default"): in replace mode the built-ins run now; in extend mode they ran.
                 if replace:
-                    stages.extend(builtin)
+                    stages.extend(self._builtin_filters)
                 continue
             outcome.results.append((name, result))
             if result.passed is not None:
@@ -357,11 +361,10 @@ class Pipeline:
               ) -> tuple[IntArray, dict[str, IntArray]]:
         total = np.zeros(len(feasible), np.int64)
         per_plugin: dict[str, IntArray] = {}
-        builtin: list[tuple[str, ScoreFn, int]] = [
-            (p.name, p.score, w) for p, w in self.profile.scores if w]
         replace = override is not None and override.score is not None \
             and override.score_mode == "replace"
-        stages = collections.deque([] if replace else builtin)
+        stages: collections.deque[tuple[str, ScoreFn, int]] = collections.deque(
+            () if replace else self._builtin_scores)
         if override is not None and override.score is not None:
             stages.append((override.name, override.score, override.score_weight))
         while stages:
@@ -374,7 +377,7 @@ class Pipeline:
                 scores = fn(ctx, feasible)
             if scores is None:  # deferred to the built-in stage, as in filter()
                 if replace:
-                    stages.extend(builtin)
+                    stages.extend(self._builtin_scores)
                 continue
             scores = scores[: len(feasible)]
             total += scores * weight

@@ -150,6 +150,7 @@ class Guest:
         self._requirements_cache: dict[tuple[Any, ...], tuple[bytes, int]] = {}
         self.guest_seconds = 0.0  # time inside the guest's stage calls (the rest is host work)
         self.guest_calls = 0
+        self._bound: dict[str, Callable[..., int]] = {}
         self._text_bufs: dict[str, tuple[int, int]] = {}  # buffer name -> (ptr, capacity)
         # Rows changed since each stage's previous call (ABI §4.3), by stage: a list of row
         # arrays, or None for "every row" (the first call, a change that is not per row).
@@ -371,8 +372,7 @@ class Guest:
             raise Resize("new resource columns")
         n = table.n
         if table.generation != self._seen:
-            rows = np.flatnonzero(table.row_generation[:n] > self._seen) if self._seen >= 0 \
-                else np.arange(n)
+            rows = table.changed_since(self._seen) if self._seen >= 0 else np.arange(n)
             if 0 < len(rows) <= 8:
                 for slot in rows.tolist():
                     self._write_row(slot)
@@ -515,8 +515,8 @@ class Guest:
         # kube's NodeUnschedulable: a cordoned node is fine for a pod tolerating the
         # node.kubernetes.io/unschedulable:NoSchedule taint.
         cordoned = self.table.unschedulable[:n]
-        if not any(t.tolerates(_CORDON_TAINT, "", "NoSchedule") for t in tolerations) \
-                and cordoned.any():
+        if np.count_nonzero(cordoned) and not any(
+                t.tolerates(_CORDON_TAINT, "", "NoSchedule") for t in tolerations):
             if untolerated is None:
                 untolerated = np.zeros(n, np.uint8)
             untolerated |= cordoned.view(np.uint8) << 1
@@ -544,9 +544,12 @@ class Guest:
     def _call(self, export: str, stage: int) -> None:
         self._publish(stage)
         self._typed().header[_STAGE // 4] = stage
+        call = self._bound.get(export)
+        if call is None:
+            call = self._bound[export] = self.instance.bind(export)
         start = time.perf_counter()
         try:
-            status = self.instance.call(export, self.ctx)
+            status = call(self.ctx)
         finally:
             self.guest_seconds += time.perf_counter() - start
             self.guest_calls += 1
@@ -563,7 +566,7 @@ class Guest:
         self._call("wssp_filter", _STAGE_FILTER)
         verdicts = self._typed().verdicts[:n]
         valid = self.table.valid[:n]
-        if not n or not verdicts.any():
+        if not n or not np.count_nonzero(verdicts):
             return FilterResult(valid.copy(), [])  # the usual answer: every node passes
         live = np.where(valid, verdicts, 0)
         worst = int(live.max())
@@ -589,9 +592,9 @@ class Guest:
             written[changed] = wanted[changed]
             self._mark(changed, (_STAGE_SCORE,))
         self._call("wssp_score", _STAGE_SCORE)
-        scores: IntArray = np.multiply(self._typed().scores[:n], candidates, dtype=np.int64)
+        scores: IntArray = np.where(candidates, self._typed().scores[:n], 0)
         # One pass catches both ends: a negative score is huge as an unsigned number.
-        if n and int(scores.view(np.uint64).max()) > MAX_SCORE:
+        if n and int(np.maximum.reduce(scores.view(np.uint64))) > MAX_SCORE:
             bad = (scores < 0) | (scores > MAX_SCORE)
             self.instance.poisoned = True
             row = int(np.argmax(bad))

@@ -186,6 +186,10 @@ class Instance(abc.ABC):
         :class:`CallError` on a trap or an exhausted limit, :class:`LoadError` when the export
         is missing, not a function or called with the wrong number of arguments."""
 
+    def bind(self, name: str) -> Callable[..., int]:
+        """``call`` for one export, looked up once (for the calls made on every pod)."""
+        return lambda *args: self.call(name, *args)
+
     @abc.abstractmethod
     def global_value(self, name: str) -> int | None:
         """Value of an exported integer global; None when absent (or not an integer)."""
@@ -550,6 +554,23 @@ class _WasmtimeInstance(Instance):
             entry = _WasmtimeFunc(func, sig, self._fast.ffi if self._fast else None)
             self._funcs[name] = entry
         return entry
+
+    def bind(self, name: str) -> Callable[..., int]:
+        if self._fast is None:
+            return super().bind(name)
+        entry = self._func(name, self._module._signature(name))
+        arity = len(entry.kinds)
+
+        def call(*args: int) -> int:
+            if self.poisoned or len(args) != arity:
+                return self.call(name, *args)   # the checks, and their errors
+            try:
+                return self._call_direct(entry, args)
+            except Exception as e:
+                self.poisoned = True
+                raise (self._state.take_error() or
+                       _wasmtime_error(self._wt, e, self._wmodule)) from None
+        return call
 
     def call(self, name: str, *args: int) -> int:
         sig = self._check_call(name, args)
