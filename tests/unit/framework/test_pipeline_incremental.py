@@ -173,3 +173,24 @@ def test_the_fast_path_with_an_extending_override_chooses_like_the_full_path(
             if result.node is not None:
                 cache.assume(pod, result.node)
         assert chosen[0] == chosen[1]
+
+
+def test_changed_since_lists_the_rows_a_scan_would_find() -> None:
+    """The table's log of recent changes answers as a scan of row generations does: for a
+    generation in the log, one older than the log holds (the scan), and the current one."""
+    from pyscheduler.framework.nodetable import NodeTable
+    table = NodeTable()
+    table.CHANGE_LOG = 8  # trim often
+    for i in range(20):
+        table.set_node(node_info(make_node(f"n{i}").capacity(cpu="4").obj()))
+    rng = np.random.default_rng(7)
+    seen = [table.generation]
+    for step in range(200):
+        slot = int(rng.integers(table.n))
+        table.add_pod(slot, pod_info(make_pod(f"p{step}").uid(f"u{step}").req(cpu="1m").obj()))
+        seen.append(table.generation)
+        for since in (seen[-1], seen[-2], seen[max(0, len(seen) - 5)], seen[0], -1, 0):
+            want = np.flatnonzero(table.row_generation[: table.n] > since)
+            got = table.changed_since(since)
+            assert got.dtype == np.intp and got.tolist() == want.tolist(), (step, since)
+    assert len(table._log) <= 2 * table.CHANGE_LOG  # the log stays bounded
