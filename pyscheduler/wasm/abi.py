@@ -288,6 +288,15 @@ class Guest:
             else:
                 pending.append(rows)
 
+    def _rewrite(self, column: npt.NDArray[np.uint8], wanted: npt.NDArray[np.uint8],
+                 stages: tuple[int, ...] = (_STAGE_FILTER, _STAGE_SCORE)) -> None:
+        """Write ``wanted`` into a per-pod column, only where it differs, and list those rows
+        as changed for ``stages``."""
+        changed = np.flatnonzero(column != wanted)
+        if len(changed):
+            column[changed] = wanted[changed]
+            self._mark(changed, stages)
+
     def _mark_all(self) -> None:
         self._pending[_STAGE_FILTER] = self._pending[_STAGE_SCORE] = None
 
@@ -363,13 +372,17 @@ class Guest:
         pairs[1: 2 * len(encoded): 2] = [len(e) for e in encoded]
         self._write(self._names_ptr, pairs.tobytes())
 
+    def _check_shape(self) -> None:
+        """:class:`Resize` when the table no longer fits this instance's buffers."""
+        if self.table.capacity > self.capacity:
+            raise Resize(f"node table grew to {self.table.capacity} rows")
+        if len(self.table.resources) != len(self.resources):
+            raise Resize("new resource columns")
+
     def sync(self) -> None:
         """Rewrite the rows changed since the last sync (all of them the first time)."""
         table = self.table
-        if table.capacity > self.capacity:
-            raise Resize(f"node table grew to {table.capacity} rows")
-        if len(table.resources) != len(self.resources):
-            raise Resize("new resource columns")
+        self._check_shape()
         n = table.n
         if table.generation != self._seen:
             rows = table.changed_since(self._seen) if self._seen >= 0 else np.arange(n)
@@ -378,9 +391,7 @@ class Guest:
                     self._write_row(slot)
             elif len(rows):
                 self._write_rows(rows)
-            if self._seen < 0:
-                self._mark_all()
-            elif len(rows):
+            if len(rows):  # (a fresh instance lists every row anyway)
                 self._mark(rows)
             self._seen = table.generation
         if table.label_generation != self._labels_seen:
@@ -520,24 +531,18 @@ class Guest:
             if untolerated is None:
                 untolerated = np.zeros(n, np.uint8)
             untolerated |= cordoned.view(np.uint8) << 1
-        taints = self._typed().taints[:n]
         if untolerated is not None:
-            changed = np.flatnonzero(taints != untolerated)
-            if len(changed):
-                taints[changed] = untolerated[changed]
-                self._mark(changed)
+            self._rewrite(self._typed().taints[:n], untolerated)
             self._taints_written = True
         elif self._taints_written:  # all zero, and the buffer may hold the last pod's ones
-            changed = np.flatnonzero(taints)
-            if len(changed):
-                taints[changed] = 0
-                self._mark(changed)
+            self._rewrite(self._typed().taints[:n], np.zeros(n, np.uint8))
             self._taints_written = False
 
     def prepare(self, ctx: CycleContext) -> None:
         """Bring the mirror and the pod record up to date for one stage call."""
         if ctx.table is not self.table:
             raise Resize("a different node table")
+        self._check_shape()  # before the per-pod columns are written for the table's rows
         self._write_pod(ctx)  # may add label key columns, which sync then keeps current
         self.sync()
 
@@ -586,11 +591,7 @@ class Guest:
         self.prepare(ctx)
         n = self.table.n
         candidates = feasible[:n] & self.table.valid[:n]
-        written, wanted = self._typed().candidates[:n], candidates.view(np.uint8)
-        changed = np.flatnonzero(written != wanted)
-        if len(changed):
-            written[changed] = wanted[changed]
-            self._mark(changed, (_STAGE_SCORE,))
+        self._rewrite(self._typed().candidates[:n], candidates.view(np.uint8), (_STAGE_SCORE,))
         self._call("wssp_score", _STAGE_SCORE)
         scores: IntArray = np.where(candidates, self._typed().scores[:n], 0)
         # One pass catches both ends: a negative score is huge as an unsigned number.

@@ -567,10 +567,13 @@ class _WasmtimeInstance(Instance):
             try:
                 return self._call_direct(entry, args)
             except Exception as e:
-                self.poisoned = True
-                raise (self._state.take_error() or
-                       _wasmtime_error(self._wt, e, self._wmodule)) from None
+                raise self._failed(e) from None
         return call
+
+    def _failed(self, e: BaseException) -> CallError:
+        """The instance is done for: what went wrong, as a :class:`CallError`."""
+        self.poisoned = True
+        return self._state.take_error() or _wasmtime_error(self._wt, e, self._wmodule)
 
     def call(self, name: str, *args: int) -> int:
         sig = self._check_call(name, args)
@@ -585,9 +588,7 @@ class _WasmtimeInstance(Instance):
             result = entry.func(store, *values)
             return 0 if result is None else int(result)
         except Exception as e:
-            self.poisoned = True
-            raise (self._state.take_error() or
-                   _wasmtime_error(self._wt, e, self._wmodule)) from None
+            raise self._failed(e) from None
 
     def _call_direct(self, entry: _WasmtimeFunc, args: tuple[int, ...]) -> int:
         fast: _FastCall = self._fast     # type: ignore[assignment]
