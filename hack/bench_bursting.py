@@ -36,7 +36,7 @@ from kubernetes import client, config  # noqa: E402
 from tests.conftest import wait_for  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).parent))
-from bench_apiserver import Client, interrupt, run_scheduler, sim_up  # noqa: E402
+from bench_apiserver import Client, cpu_seconds, interrupt, run_scheduler, sim_up  # noqa: E402
 
 
 def _seconds(text: str) -> float:
@@ -121,8 +121,11 @@ def main() -> int:
                 work / "kubeconfig", rv, n, seen_running, finished)), daemon=True)
             watcher.start()
             t0 = time.monotonic()
+            cpu0 = {"scheduler": cpu_seconds(sched.pid), "cluster_and_cloud": cpu_seconds(sim.pid)}
             apps.create_namespaced_deployment("default", deployment("burst", n))
             watcher.join(900)
+            cpu = {k: cpu_seconds(p.pid) - cpu0[k]
+                   for k, p in (("scheduler", sched), ("cluster_and_cloud", sim))}
             if not finished:
                 raise RuntimeError(f"only {len(seen_running)} of {n} pods turned Running")
             elapsed = finished[0] - t0
@@ -147,6 +150,7 @@ def main() -> int:
         "scenario": f"burst of {n} pods to the simulated cloud (zero creation latency)",
         "pods_on_cloud": on_cloud,
         "all_running_seconds": elapsed, "pods_per_second": n / elapsed,
+        "cpu_seconds_per_100_pods": {k: v / n * 100 for k, v in cpu.items()},
         "create_to_ready_seconds": {"p50": float(np.percentile(per_pod, 50)),
                                     "p99": float(np.percentile(per_pod, 99))},
         "move_back_32_pods_seconds": back, "sweep_interval_seconds": args.sweep,

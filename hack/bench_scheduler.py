@@ -50,6 +50,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 from bench_apiserver import (  # noqa: E402
     Client,
     count_bindings,
+    cpu_seconds,
     interrupt,
     rate_samples,
     rss_kib,
@@ -118,11 +119,6 @@ def bench_algorithm(nodes: int, initial: int, pods: int) -> dict[str, Any]:
             "pod_parse_us": parse_us}
 
 
-def _proc_cpu_seconds(pid: int) -> float:
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
 def _metric_quantiles(text: str, name: str) -> dict[str, float]:
     """p50/p99 from a Prometheus histogram's cumulative buckets (summed over labels)."""
     buckets: dict[float, float] = {}
@@ -178,8 +174,8 @@ async def _e2e(args: argparse.Namespace, workdir: Path, sched_pid: int, server_p
         await create_all("init", args.initial)
         while len(bound_times) < args.initial:
             await asyncio.sleep(0.1)
-        cpu0 = _proc_cpu_seconds(sched_pid)
-        server_cpu0 = _proc_cpu_seconds(server_pid)
+        cpu0 = cpu_seconds(sched_pid)
+        server_cpu0 = cpu_seconds(server_pid)
         client_cpu0 = time.process_time()
         measured_from = len(bound_times)
         t0 = time.monotonic()
@@ -189,8 +185,8 @@ async def _e2e(args: argparse.Namespace, workdir: Path, sched_pid: int, server_p
         except asyncio.TimeoutError:
             pass
         elapsed = time.monotonic() - t0
-        cpu = _proc_cpu_seconds(sched_pid) - cpu0
-        server_cpu = _proc_cpu_seconds(server_pid) - server_cpu0
+        cpu = cpu_seconds(sched_pid) - cpu0
+        server_cpu = cpu_seconds(server_pid) - server_cpu0
         client_cpu = time.process_time() - client_cpu0
         watch.cancel()
         samples = rate_samples(bound_times[measured_from:])

@@ -109,7 +109,8 @@ class SchedulerApp:
             self.client, self.cloud, pools, recorder=self.scheduler.recorder,
             on_create_failed=create_failed,
             orphan_grace_seconds=vn.orphan_grace_seconds,
-            reconcile_seconds=vn.reconcile_seconds, metrics=self.metrics)
+            reconcile_seconds=vn.reconcile_seconds, metrics=self.metrics,
+            pods=self.scheduler.pods_informer)
         self.rebalancer = Rebalancer(self.scheduler, self.config.rebalancer,
                                      pool_price=lambda pool: self._prices.get(pool, 0.0))
         self.scheduler.rebalancer = self.rebalancer

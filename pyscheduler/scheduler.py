@@ -137,6 +137,11 @@ class Scheduler:
 
     # -- informer handlers ---------------------------------------------------------------------
 
+    @property
+    def pods_informer(self) -> Informer:
+        """The informer of every pod in the cluster, for others in the process to share."""
+        return self._pods
+
     def _queue_event(self, queue: str, event: str) -> None:
         if self.metrics is not None:
             self.metrics.count_incoming(queue, event)
@@ -197,6 +202,15 @@ class Scheduler:
         self.queue.add(pod)
 
     def _pod_updated(self, old: Obj, new: Obj) -> None:
+        spec = new.get("spec") or {}
+        node = spec.get("nodeName")
+        if node and self.burster is not None and self.burster.is_virtual_node(node) \
+                and old.get("spec") == spec and not _finished(new):
+            # Status or metadata of a pod already counted on its virtual node (the provider
+            # reporting its instance): nothing to count again, nothing to parse.
+            if self.rebalancer is not None:
+                self.rebalancer.pod_seen(new)
+            return
         self._pod_added(new)
 
     def _pod_deleted(self, obj: Obj) -> None:
@@ -615,6 +629,12 @@ class Scheduler:
 def _node_changed(old: NodeInfo, new: NodeInfo) -> bool:
     return (old.labels != new.labels or old.taints != new.taints
             or old.allocatable != new.allocatable or old.unschedulable != new.unschedulable)
+
+
+def _finished(obj: Obj) -> bool:
+    """Whether the pod is terminal or being deleted."""
+    return (obj.get("status") or {}).get("phase") in ("Succeeded", "Failed") or bool(
+        (obj.get("metadata") or {}).get("deletionTimestamp"))
 
 
 def _key(obj: Obj) -> str:

@@ -185,14 +185,20 @@ class Informer:
     # -- public surface ------------------------------------------------------------------------
 
     def add_handlers(self, *, on_add: OnAdd | None = None, on_update: OnUpdate | None = None,
-                     on_delete: OnDelete | None = None) -> None:
+                     on_delete: OnDelete | None = None) -> Handlers:
         """Register more callbacks. As in client-go, objects already known are replayed to the
-        new ``on_add`` at once, so a late subscriber starts from the same state."""
+        new ``on_add`` at once, so a late subscriber starts from the same state. Returns the
+        registration, for :meth:`remove_handlers`."""
         handlers = Handlers(on_add, on_update, on_delete)
         self._handlers.append(handlers)
         if on_add is not None:
             for obj in list(self.objects.values()):
                 self._call(on_add, "add", obj)
+        return handlers
+
+    def remove_handlers(self, handlers: Handlers) -> None:
+        """Stop calling a registration made by :meth:`add_handlers` (no-op if already gone)."""
+        self._handlers = [h for h in self._handlers if h is not handlers]
 
     def get(self, key: str) -> Obj | None:
         """The cached object for ``namespace/name`` (or ``name``), if any."""

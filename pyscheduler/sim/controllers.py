@@ -148,12 +148,13 @@ class ReplicaSetController(Controller):
         out = []
         uid = stored.uid
         for s in list(self.registry.store.iter(self.registry.pods, stored.namespace)):
+            if s.controller_uid not in ("", uid):
+                continue  # another controller's
             matches = selector.matches(s.labels)
-            if not matches and uid not in s.owner_uids:
+            if not matches and not s.controller_uid:
                 continue  # neither ours nor adoptable: no need to decode it
             view = s.view  # shared and read-only; writes below go through a private copy
-            ref = _controller_ref(view)
-            if ref is not None and ref.get("uid") == uid:
+            if s.controller_uid:
                 if matches:
                     out.append(view)
                 elif not view["metadata"].get("deletionTimestamp"):
@@ -161,8 +162,7 @@ class ReplicaSetController(Controller):
                     pod["metadata"]["ownerReferences"] = [
                         r for r in pod["metadata"]["ownerReferences"] if r.get("uid") != uid]
                     self.registry.update(self.registry.pods, s.namespace, s.name, pod)
-            elif ref is None and matches and _is_active(view) \
-                    and not rs["metadata"].get("deletionTimestamp"):
+            elif _is_active(view) and not rs["metadata"].get("deletionTimestamp"):
                 pod = s.obj
                 pod["metadata"].setdefault("ownerReferences", []).append(
                     _owner_ref(rs, "ReplicaSet", "apps/v1"))
@@ -477,8 +477,7 @@ class GarbageCollector(Controller):
             self.enqueue(("check", rt.key, meta.get("namespace", ""), meta.get("name", "")))
 
     def _live_uids(self) -> set[str]:
-        return {s.uid for table in self.registry.store.tables.values()
-                for s in table.objects.values()}
+        return set(self.registry.store.uids)
 
     def all_keys(self) -> Iterable[Hashable]:
         live = self._live_uids()
@@ -507,11 +506,9 @@ class GarbageCollector(Controller):
             rt = self._table_type(tkey)
             s = self.registry.store.get(rt, ns, name) if rt is not None else None
             if s is not None:
-                live = self._live_uids()
-                if any(uid not in live for uid in s.owner_uids):
-                    for uid in s.owner_uids:
-                        if uid not in live:
-                            self._owner_gone(uid)
+                live = self.registry.store.uids
+                for uid in [u for u in s.owner_uids if u not in live]:
+                    self._owner_gone(uid)
 
     def _dependents(self, uid: str) -> list[tuple[ResourceType, Stored]]:
         out = []

@@ -102,6 +102,9 @@ class ApiServer:
         self.certs = certs or make_serving_certs()
         self.token = token or secrets.token_urlsafe(24)
         self.bookmark_interval = bookmark_interval
+        #: A busy watch stream waits this long after its first pending event, so that events
+        #: arriving together leave in one write (one TLS record and one send, not one each).
+        self.watch_coalesce_seconds = 0.002
         self.app = web.Application(client_max_size=MAX_BODY_BYTES + 1,
                                    middlewares=[self._middleware])
         self.app.router.add_route("*", "/{tail:.*}", self._dispatch)
@@ -511,6 +514,8 @@ class ApiServer:
                 break
             wait = min(deadline, next_bookmark) - now if bookmarks else deadline - now
             await watcher.wait(max(wait, 0.0))
+            if watcher.pending and not watcher.closed and self.watch_coalesce_seconds:
+                await asyncio.sleep(self.watch_coalesce_seconds)
             batch = watcher.drain()
             if batch:
                 await resp.write(b"".join(self._event_line(t, s, rt, as_table, request)

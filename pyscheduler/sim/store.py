@@ -43,8 +43,8 @@ ObjectKey = tuple[str, str]  # (namespace, name); namespace "" for cluster-scope
 class Stored:
     """One immutable stored version of an object."""
 
-    __slots__ = ("raw", "rv", "namespace", "name", "uid", "labels", "owner_uids", "_fields",
-                 "_plural", "_group", "_view")
+    __slots__ = ("raw", "rv", "namespace", "name", "uid", "labels", "owner_uids",
+                 "controller_uid", "_fields", "_plural", "_group", "_view")
 
     def __init__(self, raw: bytes, obj: dict[str, Any], rv: int, rt: ResourceType) -> None:
         meta = obj.get("metadata") or {}
@@ -54,8 +54,11 @@ class Stored:
         self.name: str = meta.get("name") or ""
         self.uid: str = meta.get("uid") or ""
         self.labels: dict[str, str] = meta.get("labels") or {}
-        self.owner_uids: tuple[str, ...] = tuple(
-            ref.get("uid", "") for ref in meta.get("ownerReferences") or ())
+        refs = meta.get("ownerReferences") or ()
+        self.owner_uids: tuple[str, ...] = tuple(ref.get("uid", "") for ref in refs)
+        #: The uid of the managing controller (the first reference with ``controller: true``).
+        self.controller_uid: str = next(
+            (str(ref.get("uid") or "") for ref in refs if ref.get("controller")), "")
         self._fields: dict[str, str] | None = None
         self._view: dict[str, Any] | None = None
         self._plural = rt.plural
@@ -77,7 +80,7 @@ class Stored:
     @property
     def fields(self) -> dict[str, str]:
         if self._fields is None:
-            self._fields = object_fields(self._plural, self._group, orjson.loads(self.raw))
+            self._fields = object_fields(self._plural, self._group, self.view)
         return self._fields
 
     @property
@@ -172,7 +175,7 @@ def _at_revision(s: Stored, rv: int) -> Stored:
     out.raw = orjson.dumps(obj)
     out.rv = rv
     out.namespace, out.name, out.uid = s.namespace, s.name, s.uid
-    out.labels, out.owner_uids = s.labels, s.owner_uids
+    out.labels, out.owner_uids, out.controller_uid = s.labels, s.owner_uids, s.controller_uid
     out._fields, out._plural, out._group = s._fields, s._plural, s._group
     return out
 
@@ -223,6 +226,8 @@ class Store:
         self.max_snapshots = 16
         # Dependents by owner uid, for garbage collection.
         self.dependents: dict[str, set[tuple[tuple[str, str], ObjectKey]]] = {}
+        # The uid of every stored object, so an owner's existence is one lookup.
+        self.uids: set[str] = set()
 
     # -- types ---------------------------------------------------------------------------------
 
@@ -318,6 +323,8 @@ class Store:
         table.by_namespace.setdefault(new.namespace, {})[new.name] = new
         if old is not None:
             self._unindex(rt, old)
+        elif new.uid:
+            self.uids.add(new.uid)
         self._index(rt, new)
         table.record(Event("MODIFIED" if old is not None else "ADDED", rv, new, old))
         return new
@@ -333,6 +340,7 @@ class Store:
         if not in_namespace:
             del table.by_namespace[namespace]
         self._unindex(rt, old)
+        self.uids.discard(old.uid)
         final = _at_revision(old, self.next_rv())
         table.record(Event("DELETED", final.rv, final, old))
         return final

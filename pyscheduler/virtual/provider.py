@@ -26,7 +26,8 @@ Design
   returns the same instance, so a retry after a timeout, or a restart in the middle of a burst,
   never duplicates an instance.
 * **State is rebuilt, never trusted.** The instance of a pod is recorded on the pod
-  (annotation ``wssp/cloud-instance: <pool>/<id>``); after a restart the provider rebuilds its
+  (annotation ``wssp/cloud-instance: <pool>/<id>``, in the first status write: ``pods/status``
+  takes metadata changes, as in Kubernetes); after a restart the provider rebuilds its
   state from the pods (informers) and from ``adapter.list()``, adopting an instance created
   before the annotation was written. A pod with the annotation whose instance no longer exists
   is marked Failed with reason ``NotFound`` (the instance vanished: its controller replaces it).
@@ -67,7 +68,7 @@ from pyscheduler.api.quantity import QuantityError, milli_value, value
 from pyscheduler.kube.client import KubeClient, api_path
 from pyscheduler.kube.errors import ConflictError, KubeError, NotFoundError
 from pyscheduler.kube.events import EventRecorder, EventType
-from pyscheduler.kube.informer import Informer
+from pyscheduler.kube.informer import Handlers, Informer
 from pyscheduler.kube.tasks import bounded, cancel_and_wait
 from pyscheduler.virtual.burst import INSTANCE_ANNOTATION
 from pyscheduler.virtual.node import PoolConfig, describe_cloud_failure
@@ -489,8 +490,8 @@ def _status_key(status: Obj) -> tuple[Any, ...]:
             status.get("message") or "", conditions, containers)
 
 
-def status_changed(pod: Obj, status: Obj) -> bool:
-    """Whether writing ``status`` would change what the pod reports (timestamps aside)."""
+def _merged_key(pod: Obj, status: Obj) -> tuple[Any, ...]:
+    """What the pod would report (timestamps aside) once ``status`` is merged into it."""
     current = pod.get("status") or {}
     merged = {**current, **{k: v for k, v in status.items() if v is not None}}
     for key, v in status.items():
@@ -500,7 +501,12 @@ def status_changed(pod: Obj, status: Obj) -> bool:
         by_type = _current_conditions(pod)
         by_type.update({str(c["type"]): c for c in status["conditions"]})
         merged["conditions"] = list(by_type.values())
-    return _status_key(merged) != _status_key(current)
+    return _status_key(merged)
+
+
+def status_changed(pod: Obj, status: Obj) -> bool:
+    """Whether writing ``status`` would change what the pod reports (timestamps aside)."""
+    return _merged_key(pod, status) != _status_key(pod.get("status") or {})
 
 
 def event_note(op: str, instance_id: str, pool: str, result: str) -> str:
@@ -603,6 +609,9 @@ class _Tracked:
     known_at: float = 0.0                # clock() when instance_id became known
     seen_at: float = 0.0                 # clock() when `instance` was read
     annotated: bool = False
+    # The last status written: (what the pod reported then, what it reports after the write).
+    # While the informer still shows the former, the write is in flight, not lost.
+    written: tuple[tuple[Any, ...], tuple[Any, ...]] | None = None
     create_attempted: bool = False
     rejections: int = 0
     unavailable: int = 0
@@ -653,7 +662,8 @@ class VirtualPodProvider:
     ``retry_backoff_seconds`` and doubles up to ``retry_backoff_max_seconds`` (with jitter).
     ``workers`` pods are handled concurrently; ``status_poll_seconds`` is how often a pool with
     a Pending instance is listed. ``clock`` (monotonic seconds) drives grace periods and
-    backoff; ``wall_clock`` stamps statuses.
+    backoff; ``wall_clock`` stamps statuses. ``pods``, an informer of every pod that its owner
+    runs (the scheduler's), is shared instead of watching each virtual node's pods again.
     """
 
     def __init__(self, client: KubeClient, adapter: CloudAdapter, pools: Sequence[PoolConfig],
@@ -665,7 +675,7 @@ class VirtualPodProvider:
                  retry_backoff_max_seconds: float = 30.0, cloud_timeout_seconds: float = 30.0,
                  workers: int = 16, clock: Callable[[], float] = time.monotonic,
                  wall_clock: Callable[[], dt.datetime] = _utcnow,
-                 rng: random.Random | None = None) -> None:
+                 rng: random.Random | None = None, pods: Informer | None = None) -> None:
         if not pools:
             raise ValueError("at least one pool is needed")
         if len({p.name for p in pools}) != len(pools):
@@ -709,6 +719,10 @@ class VirtualPodProvider:
         self._queue: _WorkQueue | None = None
         self._primed: asyncio.Event | None = None
         self._informers: list[Informer] = []
+        # An informer of every pod that someone else runs (the scheduler's): the provider then
+        # takes the virtual nodes' pods from it instead of watching them a second time.
+        self._shared = pods
+        self._subscription: Handlers | None = None
         self._tasks: list[asyncio.Task[None]] = []
 
     # -- lifecycle -----------------------------------------------------------------------------
@@ -731,14 +745,19 @@ class VirtualPodProvider:
         self._orphans.clear()
         self._queue = _WorkQueue()
         self._primed = asyncio.Event()
-        self._informers = [
-            Informer(self.client, api_path("v1", "pods"),
-                     field_selector=f"spec.nodeName={p.node_name}", on_add=self._on_pod,
-                     on_update=self._on_pod_update, on_delete=self._on_pod_delete,
-                     name=f"virtual pods {p.node_name}")
-            for p in self.pools]
-        for informer in self._informers:
-            informer.start()
+        if self._shared is not None:
+            self._subscription = self._shared.add_handlers(
+                on_add=self._on_shared_pod, on_update=self._on_shared_pod_update,
+                on_delete=self._on_shared_pod_delete)
+        else:
+            self._informers = [
+                Informer(self.client, api_path("v1", "pods"),
+                         field_selector=f"spec.nodeName={p.node_name}", on_add=self._on_pod,
+                         on_update=self._on_pod_update, on_delete=self._on_pod_delete,
+                         name=f"virtual pods {p.node_name}")
+                for p in self.pools]
+            for informer in self._informers:
+                informer.start()
         self._tasks = [loop.create_task(self._run(), name="virtual provider reconciler")]
         self._tasks += [loop.create_task(self._worker(), name=f"virtual provider worker {i}")
                         for i in range(self.workers)]
@@ -762,6 +781,9 @@ class VirtualPodProvider:
         for informer in self._informers:
             await informer.stop()
         self._informers = []
+        if self._shared is not None and self._subscription is not None:
+            self._shared.remove_handlers(self._subscription)
+            self._subscription = None
         if self._queue is not None:
             self._queue.close()
 
@@ -781,6 +803,24 @@ class VirtualPodProvider:
         if uid and self._queue is not None:
             self._pods.pop(uid, None)
             self._queue.add(uid)
+
+    def _on_virtual_node(self, pod: Obj) -> bool:
+        return (pod.get("spec") or {}).get("nodeName") in self._by_node
+
+    # The shared informer holds every pod; a pod's node never changes once it is bound, so
+    # the virtual nodes' pods are those whose spec.nodeName names one.
+
+    def _on_shared_pod(self, pod: Obj) -> None:
+        if self._on_virtual_node(pod):
+            self._on_pod(pod)
+
+    def _on_shared_pod_update(self, old: Obj, new: Obj) -> None:
+        if self._on_virtual_node(new):
+            self._on_pod(new)
+
+    def _on_shared_pod_delete(self, pod: Obj) -> None:
+        if self._on_virtual_node(pod):
+            self._on_pod_delete(pod)
 
     # -- bookkeeping ---------------------------------------------------------------------------
 
@@ -915,13 +955,11 @@ class VirtualPodProvider:
             if current is None or _terminating(current):
                 return  # the key runs again (the handler queued it): the instance goes then
             pod = current
-        if not st.annotated:
-            await self._annotate(pod, st)
         instance = await self._instance(st)
         if instance is None:
             await self._mark_lost(pod, st)
             return
-        await self._write_status(pod, instance)
+        await self._write_status(pod, st, instance)
         if instance.phase in (SUCCEEDED, FAILED):
             await self._release(st, f"instance {instance.phase}")
 
@@ -1029,20 +1067,6 @@ class VirtualPodProvider:
             except Exception:
                 log.exception("on_create_failed hook failed", pod=f"{st.namespace}/{st.name}")
 
-    async def _annotate(self, pod: Obj, st: _Tracked) -> None:
-        """Record the instance on the pod, so a restarted provider finds it."""
-        meta = pod["metadata"]
-        recorded = parse_instance_annotation(pod)
-        if recorded is None or recorded[1] != st.instance_id:
-            try:
-                await self.client.patch(
-                    api_path("v1", "pods", namespace=st.namespace, name=st.name),
-                    {"metadata": {"uid": meta["uid"], "annotations": {
-                        ANNOTATION_INSTANCE: f"{st.pool.name}/{st.instance_id}"}}}, "merge")
-            except (NotFoundError, ConflictError):
-                return  # the pod is gone (or replaced): its delete event releases the instance
-        st.annotated = True
-
     # -- status --------------------------------------------------------------------------------
 
     async def _instance(self, st: _Tracked) -> Instance | None:
@@ -1070,24 +1094,45 @@ class VirtualPodProvider:
         st.suspect = False
         return instance
 
-    async def _write_status(self, pod: Obj, instance: Instance) -> None:
+    async def _write_status(self, pod: Obj, st: _Tracked, instance: Instance) -> None:
+        """Report ``instance`` in the pod's status when that changes what the pod shows, and
+        record the instance on the pod (annotation ``wssp/cloud-instance``) in the same write
+        if it is not there yet: ``pods/status`` takes metadata changes too, as in Kubernetes,
+        so a restarted provider finds the instance without another request per pod."""
         status = instance_pod_status(pod, instance, now=self._wall_clock())
-        if status_changed(pod, status):
-            await self._patch_status(pod, status)
+        before = _status_key(pod.get("status") or {})
+        after = _merged_key(pod, status)
+        if st.written is not None and st.written[0] != before:
+            st.written = None  # the informer has moved on from what the last write saw
+        if st.annotated and (after == before or st.written == (before, after)):
+            return
+        if await self._patch_status(pod, status, st):
+            st.written = (before, after)
 
-    async def _patch_status(self, pod: Obj, status: Obj) -> None:
+    async def _patch_status(self, pod: Obj, status: Obj, st: _Tracked | None = None) -> bool:
+        """Merge ``status`` into the pod's; with ``st``, also record its instance on the pod if
+        that is not done yet. False when the pod is gone or was replaced."""
         meta = pod["metadata"]
+        patch_meta: Obj = {"uid": meta["uid"]}
+        record = st is not None and not st.annotated and bool(st.instance_id)
+        if record:
+            assert st is not None
+            patch_meta["annotations"] = {ANNOTATION_INSTANCE: f"{st.pool.name}/{st.instance_id}"}
         try:
             await self.client.patch_pod_status(
                 str(meta.get("namespace") or "default"), str(meta["name"]),
-                {"metadata": {"uid": meta["uid"]}, "status": status})
+                {"metadata": patch_meta, "status": status})
         except (NotFoundError, ConflictError):
-            pass  # gone or replaced: the informer tells us what happened
+            return False  # gone or replaced: the informer tells us what happened
+        if record:
+            assert st is not None
+            st.annotated = True
+        return True
 
     async def _mark_lost(self, pod: Obj, st: _Tracked) -> None:
         pool = st.pool.name
         message = f"instance {st.instance_id} in pool {pool} no longer exists"
-        await self._patch_status(pod, lost_pod_status(pod, message, now=self._wall_clock()))
+        await self._patch_status(pod, lost_pod_status(pod, message, now=self._wall_clock()), st)
         st.released = True
         st.suspect = False
         self._count(METRIC_PODS_LOST, pool)
@@ -1176,6 +1221,8 @@ class VirtualPodProvider:
         assert self._primed is not None and self._queue is not None
         for informer in self._informers:
             await informer.synced.wait()
+        if self._shared is not None:
+            await self._shared.synced.wait()
         await asyncio.gather(*(self._reconcile_pool(p, full=False) for p in self.pools))
         for uid in list(self._pods):
             self._queue.add(uid)

@@ -120,11 +120,16 @@ def test_label_selector_narrows_and_late_handlers_get_replay(cluster: Background
                 late = Recorder()
                 informer.add_handlers(**late.handlers())
                 assert late.names("add") == ["mine"]
+                gone = Recorder()
+                registration = informer.add_handlers(**gone.handlers())
+                informer.remove_handlers(registration)
                 # The object stops matching: the informer sees it as deleted.
                 await client.patch(api_path("v1", "configmaps", namespace=namespace,
                                             name="mine"), {"metadata": {"labels": None}})
                 await eventually(lambda: late.names("delete") == ["mine"], what="the delete")
                 assert informer.objects == {}
+                # A removed registration hears nothing after its replay.
+                assert [k for k, _, _ in gone.calls] == ["add"]
             finally:
                 await informer.stop()
     run(body)

@@ -23,6 +23,7 @@ import pytest
 from pyscheduler.kube.client import KubeClient, api_path
 from pyscheduler.kube.errors import NotFoundError
 from pyscheduler.kube.events import EventRecorder
+from pyscheduler.kube.informer import Informer
 from pyscheduler.sim.cluster import ClusterSpec
 from pyscheduler.sim.cluster import PoolSpec as NodePoolSpec
 from pyscheduler.sim.harness import BackgroundCluster
@@ -383,6 +384,48 @@ def test_pods_run_with_the_instance_ip_and_are_deleted_with_their_instance(
     run(body)
 
 
+def test_each_status_is_written_once_with_the_instance_annotation(
+        cluster: BackgroundCluster) -> None:
+    """An instance that is Running at once costs its pod one write: the status and the
+    instance annotation go together through pods/status. Syncs that run again before the
+    informer shows that write (the ProviderCreate event, the status poll) do not repeat it."""
+    log: list[Any] = []
+    server = cluster.cluster.server
+
+    async def body() -> None:
+        async with world(cluster, cloud_pool(pool_name(), creation_latency_seconds=0)) as env, \
+                started(env.provider(status_poll_seconds=0.02)):
+            node = env.pool.node_name
+            names = [f"once-{i}" for i in range(8)]
+            cluster.call(lambda: setattr(server, "audit_log", log))
+            for name in names:
+                await env.create_pod(pod(name, node))
+
+            async def all_running() -> list[Obj] | None:
+                pods = [await env.get_pod(n) for n in names]
+                if all(p and p["status"].get("phase") == "Running" for p in pods):
+                    return [p for p in pods if p]
+                return None
+            pods = await eventually(all_running, what="pods running")
+            instances = {i.pod_uid: i.id for i in await env.instances()}
+            for p in pods:
+                assert p["metadata"]["annotations"][ANNOTATION_INSTANCE] == \
+                    f"{env.pool.name}/{instances[p['metadata']['uid']]}"
+            await asyncio.sleep(0.5)  # several status polls and re-syncs later
+            cluster.call(lambda: setattr(server, "audit_log", None))
+            base = f"/api/v1/namespaces/{env.namespace}/pods/"
+            writes: dict[str, list[str]] = {}
+            for r in log:
+                if r.method == "PATCH" and r.path.startswith(base):
+                    name, _, sub = r.path[len(base):].partition("/")
+                    writes.setdefault(name, []).append(sub or "pod")
+            assert writes == {name: ["status"] for name in names}
+    try:
+        run(body)
+    finally:
+        cluster.call(lambda: setattr(server, "audit_log", None))
+
+
 def test_orphan_instance_is_collected_after_the_grace_period(cluster: BackgroundCluster) -> None:
     async def body() -> None:
         async with world(cluster) as env:
@@ -473,15 +516,26 @@ def test_refused_create_is_retried_then_fails_the_pod(cluster: BackgroundCluster
     run(body)
 
 
+@pytest.mark.parametrize("shared", [False, True], ids=["own informers", "shared informer"])
 def test_provider_restart_mid_burst_makes_no_duplicate_and_leaves_no_orphan(
-        cluster: BackgroundCluster) -> None:
+        cluster: BackgroundCluster, shared: bool) -> None:
+    """Stopped mid-burst and started again: with its own informers (a process restart), or
+    on an informer of every pod that keeps running across the restart (a leadership change
+    in the scheduler's process, where the provider shares the scheduler's informer)."""
     async def body() -> None:
-        async with world(cluster, cloud_pool(pool_name(), creation_latency_seconds=0.3)) as env:
+        async with world(cluster, cloud_pool(pool_name(), creation_latency_seconds=0.3)) as env, \
+                contextlib.AsyncExitStack() as stack:
+            options: dict[str, Any] = {}
+            if shared:
+                informer = Informer(env.client, api_path("v1", "pods", namespace=env.namespace))
+                informer.start()
+                stack.push_async_callback(informer.stop)
+                options["pods"] = informer
             node = env.pool.node_name
             names = [f"burst-{i}" for i in range(12)]
             # Slow creates, few workers: the burst is in flight when the provider stops.
             env.sim(lambda s: s.set_faults(env.pool.name, latency_seconds=0.15))
-            first = env.provider(workers=3)
+            first = env.provider(workers=3, **options)
             await first.start()
             assert await first.wait_primed(10.0)
             for name in names:
@@ -494,7 +548,7 @@ def test_provider_restart_mid_burst_makes_no_duplicate_and_leaves_no_orphan(
             half = len(await env.instances())
             assert half < len(names), "the burst finished before the restart"
 
-            second = env.provider(workers=3, orphan_grace_seconds=0.5)
+            second = env.provider(workers=3, orphan_grace_seconds=0.5, **options)
             async with started(second):
                 async def all_running() -> bool:
                     return all([await env.phase(n) == "Running" for n in names])
