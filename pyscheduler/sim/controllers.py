@@ -23,7 +23,7 @@ import datetime as dt
 import hashlib
 import math
 from collections.abc import Hashable, Iterable
-from typing import Any
+from typing import Any, NamedTuple
 
 import orjson
 
@@ -98,11 +98,16 @@ class ReplicaSetController(Controller):
     def __init__(self, registry: Registry) -> None:
         super().__init__(registry)
         self.rs = registry.type("apps", "v1", "replicasets")
+        # Per ReplicaSet: the template labels and selector its pods' facts were found under,
+        # and those facts by (namespace, name).
+        self._facts: dict[Hashable, tuple[Any, dict[tuple[str, str], _PodFacts]]] = {}
 
     def on_change(self, kind: str, rt: ResourceType, obj: Obj) -> None:
         if rt is self.rs and kind != "DELETED":
             meta = obj["metadata"]
             self.enqueue((meta["namespace"], meta["name"]))
+        elif rt is self.rs:
+            self.enqueue((obj["metadata"]["namespace"], obj["metadata"]["name"]))
         elif rt is self.registry.pods:
             ref = _controller_ref(obj)
             ns = obj["metadata"]["namespace"]
@@ -120,13 +125,13 @@ class ReplicaSetController(Controller):
         namespace, name = key
         stored = self.registry.store.get(self.rs, namespace, name)
         if stored is None:
+            self._facts.pop(key, None)
             return
         rs = stored.obj
         selector = _selector(rs)
         if selector is None:
             return
-        pods = self._claim(rs, stored, selector)
-        active = [p for p in pods if _is_active(p)]
+        active = [f for f in self._claim(key, rs, stored, selector) if f.active]
         deleting = rs["metadata"].get("deletionTimestamp")
         want = int(rs["spec"].get("replicas", 1))
         if not deleting:
@@ -134,29 +139,47 @@ class ReplicaSetController(Controller):
                 for _ in range(want - len(active)):
                     self._create_pod(rs)
             elif len(active) > want:
-                for pod in self._deletion_order(active)[:len(active) - want]:
+                for pod in self._deletion_order([f.pod for f in active])[:len(active) - want]:
                     try:
                         self.registry.delete(self.registry.pods, namespace,
                                              pod["metadata"]["name"])
                     except errors.ApiError as exc:
                         if exc.code != 404:
                             raise
-        self._update_status(stored, rs, active, selector)
+        self._update_status(stored, rs, active)
 
-    def _claim(self, rs: Obj, stored: Stored, selector: Any) -> list[Obj]:
-        """Owned pods, adopting matching orphans and releasing owned pods that stopped matching."""
+    def _claim(self, key: tuple[str, str], rs: Obj, stored: Stored,
+               selector: Any) -> list[_PodFacts]:
+        """Owned pods, adopting matching orphans and releasing owned pods that stopped matching.
+
+        What a reconcile needs of each pod is kept per stored version of it, so a reconcile
+        decodes only the pods that changed since the previous one."""
         out = []
         uid = stored.uid
+        template = _template_labels(rs)
+        basis = (template, orjson.dumps((rs.get("spec") or {}).get("selector")))
+        known_basis, known = self._facts.get(key, (None, {}))
+        if known_basis != basis:
+            known = {}  # facts found under another template or selector do not carry over
+        facts: dict[tuple[str, str], _PodFacts] = {}
         for s in list(self.registry.store.iter(self.registry.pods, stored.namespace)):
             if s.controller_uid not in ("", uid):
                 continue  # another controller's
+            if s.controller_uid:
+                f = known.get(s.key)
+                if f is not None and f.stored is s:
+                    facts[s.key] = f
+                    out.append(f)
+                    continue
             matches = selector.matches(s.labels)
             if not matches and not s.controller_uid:
                 continue  # neither ours nor adoptable: no need to decode it
             view = s.view  # shared and read-only; writes below go through a private copy
             if s.controller_uid:
                 if matches:
-                    out.append(view)
+                    f = _PodFacts.of(view, s, template)
+                    facts[s.key] = f
+                    out.append(f)
                 elif not view["metadata"].get("deletionTimestamp"):
                     pod = s.obj
                     pod["metadata"]["ownerReferences"] = [
@@ -166,7 +189,9 @@ class ReplicaSetController(Controller):
                 pod = s.obj
                 pod["metadata"].setdefault("ownerReferences", []).append(
                     _owner_ref(rs, "ReplicaSet", "apps/v1"))
-                out.append(self.registry.update(self.registry.pods, s.namespace, s.name, pod))
+                adopted = self.registry.update(self.registry.pods, s.namespace, s.name, pod)
+                out.append(_PodFacts.of(adopted, None, template))
+        self._facts[key] = (basis, facts)
         return out
 
     def _create_pod(self, rs: Obj) -> None:
@@ -221,15 +246,11 @@ class ReplicaSetController(Controller):
 
         return sorted(pods, key=key)
 
-    def _update_status(self, stored: Stored, rs: Obj, active: list[Obj], selector: Any) -> None:
-        template_labels = ((rs["spec"].get("template") or {}).get("metadata") or {}).get(
-            "labels") or {}
-        ready = sum(1 for p in active if _condition_true(p, "Ready"))
+    def _update_status(self, stored: Stored, rs: Obj, active: list[_PodFacts]) -> None:
+        ready = sum(1 for f in active if f.ready)
         status = {
             "replicas": len(active),
-            "fullyLabeledReplicas": sum(
-                1 for p in active if all((p["metadata"].get("labels") or {}).get(k) == v
-                                         for k, v in template_labels.items())),
+            "fullyLabeledReplicas": sum(1 for f in active if f.labeled),
             "readyReplicas": ready,
             "availableReplicas": ready,
             "observedGeneration": rs["metadata"].get("generation", 1),
@@ -239,6 +260,28 @@ class ReplicaSetController(Controller):
         if rs.get("status") != status:
             rs["status"] = status
             self.registry.update(self.rs, stored.namespace, stored.name, rs, "status")
+
+
+def _template_labels(rs: Obj) -> frozenset[tuple[str, str]]:
+    template = (rs.get("spec") or {}).get("template") or {}
+    return frozenset(((template.get("metadata") or {}).get("labels") or {}).items())
+
+
+class _PodFacts(NamedTuple):
+    """What a ReplicaSet's reconcile needs of one of its pods, as of one stored version."""
+
+    stored: Stored | None    # the version these facts describe (None: not from the store)
+    pod: Obj                 # that version, read-only
+    active: bool
+    ready: bool
+    labeled: bool            # carries every label of the pod template
+
+    @classmethod
+    def of(cls, pod: Obj, stored: Stored | None,
+           template: frozenset[tuple[str, str]]) -> _PodFacts:
+        labels = pod["metadata"].get("labels") or {}
+        return cls(stored, pod, _is_active(pod), _condition_true(pod, "Ready"),
+                   all(labels.get(k) == v for k, v in template))
 
 
 class _Reverse:

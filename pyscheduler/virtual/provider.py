@@ -56,6 +56,8 @@ from __future__ import annotations
 import asyncio
 import collections
 import datetime as dt
+import functools
+import math
 import random
 import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
@@ -335,14 +337,19 @@ def build_instance_request(pod: Obj, pool: str) -> Conversion:
 
 # -- pure mapping: instance -> pod status -------------------------------------------------------
 
+@functools.lru_cache(maxsize=4096)
+def _second_rfc3339(second: int) -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(second))
+
+
 def _rfc3339(moment: dt.datetime) -> str:
-    return moment.astimezone(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return _second_rfc3339(math.floor(moment.timestamp()))
 
 
 def _unix_rfc3339(seconds: float, fallback: str) -> str:
     if seconds <= 0:
         return fallback
-    return _rfc3339(dt.datetime.fromtimestamp(seconds, tz=dt.timezone.utc))
+    return _second_rfc3339(math.floor(seconds))
 
 
 def _current_conditions(pod: Obj) -> dict[str, Obj]:
