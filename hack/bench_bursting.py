@@ -4,8 +4,9 @@
 ``pyscheduler run`` (another process) as a user would run them: 4 real nodes of 4 CPU are
 filled with 32 pods of 500m, then a Deployment of N pods that no real node fits bursts to a
 cloud pool at zero creation latency; measured until every pod is Running (rate, and per pod
-creation → Ready p50/p99). Then the fillers are scaled to zero and the time until 32 burst pods
-are back on real nodes is measured (aim: within two rebalancer sweeps).
+creation → Ready p50/p99, and the CPU time each process used per 100 pods). Then the fillers
+are scaled to zero and the time until 32 burst pods are back on real nodes is measured (aim:
+within two rebalancer sweeps).
 
     python hack/bench_bursting.py --pods 1000
 """
