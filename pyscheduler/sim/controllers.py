@@ -103,11 +103,10 @@ class ReplicaSetController(Controller):
         self._facts: dict[Hashable, tuple[Any, dict[tuple[str, str], _PodFacts]]] = {}
 
     def on_change(self, kind: str, rt: ResourceType, obj: Obj) -> None:
-        if rt is self.rs and kind != "DELETED":
+        if rt is self.rs:
+            # (A deleted ReplicaSet is reconciled too: that drops what was kept for it.)
             meta = obj["metadata"]
             self.enqueue((meta["namespace"], meta["name"]))
-        elif rt is self.rs:
-            self.enqueue((obj["metadata"]["namespace"], obj["metadata"]["name"]))
         elif rt is self.registry.pods:
             ref = _controller_ref(obj)
             ns = obj["metadata"]["namespace"]

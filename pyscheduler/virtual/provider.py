@@ -1121,19 +1121,18 @@ class VirtualPodProvider:
         that is not done yet. False when the pod is gone or was replaced."""
         meta = pod["metadata"]
         patch_meta: Obj = {"uid": meta["uid"]}
-        record = st is not None and not st.annotated and bool(st.instance_id)
-        if record:
-            assert st is not None
-            patch_meta["annotations"] = {ANNOTATION_INSTANCE: f"{st.pool.name}/{st.instance_id}"}
+        record = st if st is not None and not st.annotated and st.instance_id else None
+        if record is not None:
+            patch_meta["annotations"] = {
+                ANNOTATION_INSTANCE: f"{record.pool.name}/{record.instance_id}"}
         try:
             await self.client.patch_pod_status(
                 str(meta.get("namespace") or "default"), str(meta["name"]),
                 {"metadata": patch_meta, "status": status})
         except (NotFoundError, ConflictError):
             return False  # gone or replaced: the informer tells us what happened
-        if record:
-            assert st is not None
-            st.annotated = True
+        if record is not None:
+            record.annotated = True
         return True
 
     async def _mark_lost(self, pod: Obj, st: _Tracked) -> None:

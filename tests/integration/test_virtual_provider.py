@@ -14,7 +14,7 @@ import asyncio
 import contextlib
 import time
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -149,6 +149,15 @@ class Env:
         await self.recorder.flush(timeout=2.0)
         listed = await self.client.list(api_path(EVENTS, "events", namespace=self.namespace))
         return [e for e in listed["items"] if e.get("reason") == reason]
+
+    async def all_running(self, names: Sequence[str], timeout: float = 10.0) -> list[Obj]:
+        """Wait until every named pod is Running; the pods then."""
+        async def check() -> list[Obj] | None:
+            pods = [await self.get_pod(n) for n in names]
+            if all(p and p["status"].get("phase") == "Running" for p in pods):
+                return [p for p in pods if p]
+            return None
+        return await eventually(check, timeout=timeout, what="pods running")
 
     async def phase(self, name: str) -> str:
         p = await self.get_pod(name)
@@ -315,13 +324,7 @@ def test_pods_run_with_the_instance_ip_and_are_deleted_with_their_instance(
             names = ["web-0", "web-1", "web-2"]
             for name in names:
                 await env.create_pod(pod(name, node))
-
-            async def all_running() -> list[Obj] | None:
-                pods = [await env.get_pod(n) for n in names]
-                if all(p and p["status"].get("phase") == "Running" for p in pods):
-                    return [p for p in pods if p]
-                return None
-            pods = await eventually(all_running, what="pods running")
+            pods = await env.all_running(names)
             instances = {i.pod_uid: i for i in await env.instances()}
             assert len(instances) == 3
             for p in pods:
@@ -400,13 +403,7 @@ def test_each_status_is_written_once_with_the_instance_annotation(
             cluster.call(lambda: setattr(server, "audit_log", log))
             for name in names:
                 await env.create_pod(pod(name, node))
-
-            async def all_running() -> list[Obj] | None:
-                pods = [await env.get_pod(n) for n in names]
-                if all(p and p["status"].get("phase") == "Running" for p in pods):
-                    return [p for p in pods if p]
-                return None
-            pods = await eventually(all_running, what="pods running")
+            pods = await env.all_running(names)
             instances = {i.pod_uid: i.id for i in await env.instances()}
             for p in pods:
                 assert p["metadata"]["annotations"][ANNOTATION_INSTANCE] == \
@@ -550,9 +547,7 @@ def test_provider_restart_mid_burst_makes_no_duplicate_and_leaves_no_orphan(
 
             second = env.provider(workers=3, orphan_grace_seconds=0.5, **options)
             async with started(second):
-                async def all_running() -> bool:
-                    return all([await env.phase(n) == "Running" for n in names])
-                await eventually(all_running, timeout=15.0, what="burst running")
+                await env.all_running(names, timeout=15.0)
                 env.sim(lambda s: s.clear_faults())
                 await asyncio.sleep(1.0)   # two reconciles past the orphan grace
                 instances = await env.instances()
