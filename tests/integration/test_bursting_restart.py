@@ -77,18 +77,26 @@ def test_restart_mid_burst_leaves_no_duplicate_and_no_orphan(tmp_path: Path) -> 
             second.stop()
 
 
+def outage_scheduler(sim: BackgroundCluster, cloud: BackgroundCloudSim, name: str,
+                     settings: dict[str, object] | None = None,
+                     **virtual_nodes: object) -> SchedulerThread:
+    """A started scheduler bursting to the outage pool ``aci``, without the rebalancer;
+    ``virtual_nodes`` add to its virtualNodes settings, ``settings`` to the rest."""
+    return SchedulerThread(sim.kubeconfig, schedulerName=name,
+                           leaderElection={"enabled": False}, scheduleFragment=None,
+                           virtualNodes={"enabled": True, "cloudUrl": cloud.url,
+                                         "heartbeatSeconds": 0.5, "reconcileSeconds": 0.5,
+                                         "pools": [{"name": "aci", "platform": "azure"}],
+                                         **virtual_nodes},
+                           rebalancer={"enabled": False}, **(settings or {})).start()
+
+
 def test_a_cloud_down_for_a_while_costs_time_not_pods(tmp_path: Path) -> None:
     with BackgroundCloudSim(OUTAGE_POOLS, seed=3) as cloud, \
             BackgroundCluster(OUTAGE_CLUSTER, tmp_path) as sim:
         api = config.new_client_from_config(config_file=str(sim.kubeconfig))
         core = client.CoreV1Api(api)
-        s = SchedulerThread(sim.kubeconfig, schedulerName="outage-sched",
-                            leaderElection={"enabled": False}, scheduleFragment=None,
-                            virtualNodes={"enabled": True, "cloudUrl": cloud.url,
-                                          "heartbeatSeconds": 0.5, "reconcileSeconds": 0.5,
-                                          "notReadyAfterSeconds": 30,
-                                          "pools": [{"name": "aci", "platform": "azure"}]},
-                            rebalancer={"enabled": False}).start()
+        s = outage_scheduler(sim, cloud, "outage-sched", notReadyAfterSeconds=30)
         try:
             wait_for(lambda: core.list_node(label_selector="type=virtual-kubelet").items,
                      what="the virtual node")
@@ -129,15 +137,9 @@ def test_a_cloud_down_for_many_times_the_not_ready_threshold_loses_nothing(
             BackgroundCluster(OUTAGE_CLUSTER, tmp_path) as sim:
         api = config.new_client_from_config(config_file=str(sim.kubeconfig))
         core = client.CoreV1Api(api)
-        s = SchedulerThread(sim.kubeconfig, schedulerName="long-outage",
-                            leaderElection={"enabled": False}, scheduleFragment=None,
-                            podInitialBackoffSeconds=0.2, podMaxBackoffSeconds=1,
-                            virtualNodes={"enabled": True, "cloudUrl": cloud.url,
-                                          "heartbeatSeconds": 0.5, "reconcileSeconds": 0.5,
-                                          "refreshSeconds": 0.5, "notReadyAfterSeconds": 2,
-                                          "orphanGraceSeconds": 1,
-                                          "pools": [{"name": "aci", "platform": "azure"}]},
-                            rebalancer={"enabled": False}).start()
+        s = outage_scheduler(sim, cloud, "long-outage", {"podInitialBackoffSeconds": 0.2,
+                                                         "podMaxBackoffSeconds": 1},
+                             refreshSeconds=0.5, notReadyAfterSeconds=2, orphanGraceSeconds=1)
 
         def ready() -> list[str]:
             nodes = core.list_node(field_selector="metadata.name=wssp-virtual-aci").items
