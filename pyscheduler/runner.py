@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import contextlib
 from typing import Any
 
 import structlog
@@ -22,6 +21,7 @@ from pyscheduler.config import SchedulerConfig
 from pyscheduler.kube.client import KubeClient
 from pyscheduler.kube.errors import AlreadyExistsError, KubeError
 from pyscheduler.kube.leader import LeaderElector
+from pyscheduler.kube.tasks import cancel_and_wait
 from pyscheduler.metrics import HealthServer, SchedulerMetrics
 from pyscheduler.scheduler import Scheduler
 from pyscheduler.virtual.burst import Burster, PoolSettings
@@ -212,16 +212,10 @@ class SchedulerApp:
 
     async def stop(self, *, release: bool = True) -> None:
         self._stopping = True
-        if self._loop_task is not None:
-            self._loop_task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._loop_task
+        await cancel_and_wait(self._loop_task)
         if self.elector is not None:
             await self.elector.stop(release=release)
-        if self._limits_task is not None:
-            self._limits_task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._limits_task
+        await cancel_and_wait(self._limits_task)
         if self.rebalancer is not None:
             await self.rebalancer.stop()
         if self.provider is not None:

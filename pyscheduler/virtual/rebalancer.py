@@ -48,6 +48,7 @@ from pyscheduler.kube.errors import (
     NotFoundError,
     TooManyRequestsError,
 )
+from pyscheduler.kube.tasks import cancel_and_wait
 from pyscheduler.virtual.burst import (
     INSTANCE_ANNOTATION,
     POOL_LABEL,
@@ -108,15 +109,10 @@ class Rebalancer:
             self._task = asyncio.get_running_loop().create_task(self._run())
 
     async def stop(self) -> None:
+        # cancel_and_wait cancels again until a task has ended: a single cancel can be lost
+        # (asyncio.wait_for on Python < 3.12 swallows one that lands as its wait completes).
         for task in [self._task, *self._moves]:
-            if task is not None:
-                task.cancel()
-        for task in [self._task, *self._moves]:
-            if task is not None:
-                try:
-                    await task
-                except (asyncio.CancelledError, Exception):
-                    pass
+            await cancel_and_wait(task)
         self._task = None
 
     async def _run(self) -> None:

@@ -94,3 +94,34 @@ def test_a_full_cluster_is_seen_before_any_pipeline_run() -> None:
     assert room == (4000, 16 * 2**30)   # cpu: a has 4 free (b 1); memory: a has all 16Gi
     assert rebalancer._may_fit(web_pod("x", "u-x", cpu="4"), room)
     assert not rebalancer._may_fit(web_pod("y", "u-y", cpu="5"), room)
+
+
+def test_stop_ends_a_move_that_loses_a_cancellation() -> None:
+    """A cancel that lands as a wait completes can be lost (asyncio.wait_for before Python
+    3.12); stop cancels again until every move has ended instead of waiting for it forever."""
+    import asyncio
+
+    async def body() -> None:
+        rebalancer = Rebalancer(SimpleNamespace(cache=Cache()), RebalancerConfig())
+        swallowed: list[bool] = []
+
+        async def stubborn_move() -> None:
+            while True:
+                try:
+                    await asyncio.sleep(10)
+                except asyncio.CancelledError:
+                    if not swallowed:
+                        swallowed.append(True)
+                        continue
+                    raise
+        move = asyncio.get_running_loop().create_task(stubborn_move())
+        rebalancer._moves.add(move)
+        await asyncio.sleep(0)
+        stopping = asyncio.get_running_loop().create_task(rebalancer.stop())
+        done, _ = await asyncio.wait([stopping], timeout=5)  # not wait_for: it would cancel
+        for _ in range(2):
+            move.cancel()  # let the loop close cleanly if stop did not end the move
+            await asyncio.sleep(0)
+        assert done == {stopping}, "stop waited on a move that lost its cancellation"
+        assert swallowed
+    asyncio.run(body())
