@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-stamp
 
 .PHONY: venv test typecheck lint-imports unit demo bench bench-apiserver bench-scheduler \
-	bench-fragments bench-bursting fragments toolchain test-wasmer clean image wheel
+	bench-fragments bench-bursting bench-fairness fragments toolchain test-wasmer clean image wheel
 
 $(STAMP): setup.cfg pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -68,7 +68,7 @@ demo: venv
 	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" bash hack/demo.sh
 
 # Benchmarks print figures and assert nothing about time.
-bench: bench-apiserver bench-scheduler bench-fragments bench-bursting
+bench: bench-apiserver bench-scheduler bench-fragments bench-bursting bench-fairness
 
 bench-apiserver: venv
 	$(PY) hack/bench_apiserver.py
@@ -83,6 +83,9 @@ bench-fragments: venv
 
 bench-bursting: venv
 	$(PY) hack/bench_bursting.py --pods 1000
+
+bench-fairness: venv
+	$(PY) hack/bench_fairness.py --nodes 1000 --pods 2000 --turns 3 --json bench-fairness.json
 
 # The wheel (dist/pyscheduler-<version>-py3-none-any.whl), built as the Dockerfile builds it.
 wheel: venv

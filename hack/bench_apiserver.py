@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import base64
+import contextlib
 import os
 import signal
 import ssl
@@ -27,6 +28,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -106,6 +108,27 @@ def run_scheduler(kubeconfig: Path, config: Path,
         [sys.executable, "-m", "pyscheduler.cli", "run", "--kubeconfig", str(kubeconfig),
          "--config", str(config)],
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
+
+
+@contextlib.contextmanager
+def fake_nodes_and_scheduler(workdir: Path, nodes: int, scheduler: dict[str, Any],
+                             ) -> Iterator[tuple[subprocess.Popen[str], subprocess.Popen[bytes]]]:
+    """``sim up`` with ``nodes`` nodes of 4 CPU / 32Gi / 110 pods that run no pods (as
+    scheduler_perf's fake nodes), and ``pyscheduler run`` with the ``scheduler`` configuration,
+    each in its own process; both interrupted on the way out."""
+    (workdir / "cluster.yaml").write_text(yaml.safe_dump({
+        "nodePools": [{"name": "node", "count": nodes, "cpu": "4", "memory": "32Gi",
+                       "pods": 110}], "kubelet": {"runPods": False}}))
+    (workdir / "sched.yaml").write_text(yaml.safe_dump(scheduler))
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    sim = sim_up(workdir, workdir / "cluster.yaml", "--watch-history", "50000", env=env)
+    sched = None
+    try:
+        sched = run_scheduler(workdir / "kubeconfig", workdir / "sched.yaml", env)
+        time.sleep(2.0)
+        yield sim, sched
+    finally:
+        interrupt(sched, sim)
 
 
 def interrupt(*procs: subprocess.Popen[Any] | None) -> None:

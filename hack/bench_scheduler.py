@@ -51,12 +51,10 @@ from bench_apiserver import (  # noqa: E402
     Client,
     count_bindings,
     cpu_seconds,
-    interrupt,
+    fake_nodes_and_scheduler,
     rate_samples,
     rss_kib,
     run_pool,
-    run_scheduler,
-    sim_up,
 )
 
 
@@ -272,29 +270,18 @@ async def _serve_fragment(c: Client, mode: str) -> None:
 def bench_e2e(args: argparse.Namespace) -> dict[str, Any]:
     with tempfile.TemporaryDirectory() as tmp:
         workdir = Path(tmp)
-        (workdir / "cluster.yaml").write_text(yaml.safe_dump({
-            "nodePools": [{"name": "node", "count": args.nodes, "cpu": "4", "memory": "32Gi",
-                           "pods": 110}], "kubelet": {"runPods": False}}))
         port = 10300 + os.getpid() % 1000
-        (workdir / "sched.yaml").write_text(yaml.safe_dump({
-            "leaderElection": {"enabled": False}, "metricsAddress": f"127.0.0.1:{port}",
-            "logLevel": "warning",
-            "scheduleFragment": None if args.schedule_fragment == "none"
-            else args.schedule_fragment,
-            "storage": {"allowedFileDirs": [str(PACKAGED_FRAGMENTS)]}}))
-        env = {**os.environ, "PYTHONUNBUFFERED": "1"}
-        sim = sim_up(workdir, workdir / "cluster.yaml", "--watch-history", "50000", env=env)
-        sched = None
-        try:
-            sched = run_scheduler(workdir / "kubeconfig", workdir / "sched.yaml", env)
-            time.sleep(2.0)
+        with fake_nodes_and_scheduler(workdir, args.nodes, {
+                "leaderElection": {"enabled": False}, "metricsAddress": f"127.0.0.1:{port}",
+                "logLevel": "warning",
+                "scheduleFragment": None if args.schedule_fragment == "none"
+                else args.schedule_fragment,
+                "storage": {"allowedFileDirs": [str(PACKAGED_FRAGMENTS)]}}) as (sim, sched):
             try:
                 import uvloop
                 return uvloop.run(_e2e(args, workdir, sched.pid, sim.pid, port))
             except ImportError:
                 return asyncio.run(_e2e(args, workdir, sched.pid, sim.pid, port))
-        finally:
-            interrupt(sched, sim)
 
 
 def print_table(results: list[dict[str, Any]]) -> None:

@@ -22,6 +22,8 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import hashlib
+import os
 import sys
 from collections.abc import Coroutine
 from pathlib import Path
@@ -83,6 +85,7 @@ def _sim_up(args: argparse.Namespace) -> int:
     workdir.mkdir(parents=True, exist_ok=True)
 
     async def run() -> int:
+        stop = stop_on_signals()
         cluster = Cluster(spec, history=args.watch_history)
         try:
             await cluster.start(args.host, args.port)
@@ -109,7 +112,6 @@ def _sim_up(args: argparse.Namespace) -> int:
         print("  kubectl get nodes", flush=True)
         print(f"  pyscheduler run --kubeconfig {kubeconfig} --config {workdir / 'scheduler.yaml'}",
               flush=True)
-        stop = stop_on_signals()
         await stop.wait()
         log.info("stopping embedded cluster")
         if cloud is not None:
@@ -148,6 +150,12 @@ def _run(args: argparse.Namespace) -> int:
                  metrics=f"{config.metrics_host}:{app.health.port or config.metrics_port}")
         try:
             return await app.run_until(stop)
+        except (OSError, ValueError, KubeError) as exc:
+            # What start-up could not get past: the metrics port taken, the credentials
+            # Secret missing or unreadable.
+            text = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+            print(f"pyscheduler run: {text}", file=sys.stderr)
+            return 2
         finally:
             await client.close()
 
@@ -168,10 +176,13 @@ def _fragment_build(args: argparse.Namespace) -> int:
 
 
 def _json_arg(text: str | None, what: str) -> dict[str, Any] | None:
+    """A JSON object given on the command line, or read from a file with ``@path``."""
     import json
 
     if text is None:
         return None
+    if text.startswith("@"):
+        text = Path(text[1:]).read_text()
     value = json.loads(text)
     if not isinstance(value, dict):
         raise ValueError(f"{what} must be a JSON object")
@@ -214,54 +225,123 @@ def _storage_from_args(args: argparse.Namespace) -> Any:
         secure=args.secure or bool(settings and settings.secure))
 
 
+async def _fragments_client(kubeconfig: str | None) -> Any:
+    """A client (``KubeClient``) for the cluster, once it is known to serve the fragment CRD;
+    ``ValueError`` saying what is wrong otherwise (kubeconfig, connection, CRD)."""
+    from pyscheduler.kube.client import KubeClient
+    from pyscheduler.kube.errors import KubeError, NotFoundError
+    from pyscheduler.wasm.manager import CRD_INSTALL_HINT, RESOURCE_PATH
+
+    try:
+        client = await KubeClient.from_kubeconfig(kubeconfig, max_retries=1)
+    except KubeError as exc:
+        raise ValueError(str(exc)) from None
+    try:
+        await client.get(RESOURCE_PATH, {"limit": "1"})
+    except NotFoundError:
+        await client.close()
+        raise ValueError(f"the WsspSchedulerConfiguration CRD is not installed in the cluster "
+                         f"({CRD_INSTALL_HINT})") from None
+    except KubeError as exc:
+        await client.close()
+        raise ValueError(str(exc)) from None
+    return client
+
+
 def _fragment_publish(args: argparse.Namespace) -> int:
+    """Check everything that can be checked first (the resource, the module as the scheduler
+    would load it, the cluster and its CRD, what the bucket holds), then upload and create or
+    update the resource; if that last step fails, an object this command uploaded is removed
+    again, so nothing is left behind."""
     from pyscheduler.wasm.errors import FragmentError
+    from pyscheduler.wasm.fragment import Fragment
     from pyscheduler.wasm.resource import ResourceError, parse_resource
-    from pyscheduler.wasm.storage import publish
     from pyscheduler.wasm.tool import resource_body
 
+    prog = "pyscheduler fragment publish"
     try:
         config = _json_arg(args.fragment_config, "--fragment-config")
         wasm = Path(args.wasm).read_bytes()
+        filter_mode = None if args.filter == "none" else args.filter
+        score_mode = None if args.score == "none" else args.score
         body = resource_body(args.name, args.version, "s3://placeholder/x", "0" * 64,
-                             filter_mode=None if args.filter == "none" else args.filter,
-                             score_mode=None if args.score == "none" else args.score,
+                             filter_mode=filter_mode, score_mode=score_mode,
                              weight=args.weight, config=config,
                              failure_policy=args.failure_policy, shadow=args.shadow)
-        parse_resource(body)  # refuse a bad name or spec before uploading anything
-        key = f"{args.name}/{args.name}-v{args.version}.wasm"
-        url, digest = publish(wasm, bucket=args.bucket, key=key,
-                              config=_storage_from_args(args))
+        parse_resource(body)  # refuse a bad name or spec before anything else
+        # The checks the scheduler makes when it loads the module (ABI, imports, exports,
+        # wssp_init with this config), so that a module it would refuse is never uploaded.
+        Fragment.load(wasm, name=body["metadata"]["name"], config=config or {},
+                      filter=filter_mode is not None, score=score_mode is not None)
+        storage_config = _storage_from_args(args)
     except (OSError, ValueError, FragmentError, ResourceError) as exc:
-        print(f"pyscheduler fragment publish: {exc}", file=sys.stderr)
+        print(f"{prog}: {exc}", file=sys.stderr)
         return 2
-    body["spec"]["url"], body["spec"]["sha256"] = url, digest
 
     async def apply() -> int:
-        from pyscheduler.kube.client import KubeClient
-        from pyscheduler.kube.errors import ConflictError
+        from pyscheduler.kube.errors import AlreadyExistsError, ConflictError, KubeError
         from pyscheduler.wasm.manager import RESOURCE_PATH
+        from pyscheduler.wasm.storage import object_digest, publish, remove
 
-        async with await KubeClient.from_kubeconfig(args.kubeconfig) as client:
+        name = body["metadata"]["name"]
+        key = f"{args.name}/{name}.wasm"
+        url = f"s3://{args.bucket}/{key}"
+        try:
+            client = await _fragments_client(args.kubeconfig)
+        except ValueError as exc:
+            print(f"{prog}: {exc}; nothing was uploaded", file=sys.stderr)
+            return 2
+        async with client:
             try:
-                await client.create(RESOURCE_PATH, body)
-                verb = "created"
-            except ConflictError:
-                name = body["metadata"]["name"]
-                await client.patch(f"{RESOURCE_PATH}/{name}", {"spec": body["spec"]})
-                verb = "updated"
-        print(f"{body['metadata']['name']} {verb}: {url} sha256 {digest}")
+                held = await asyncio.to_thread(object_digest, args.bucket, key, storage_config)
+                digest = hashlib.sha256(wasm).hexdigest()
+                if held is not None and held != digest:
+                    print(f"{prog}: {url} already holds another module (sha256 {held}): a "
+                          f"published version is never replaced; publish a new version",
+                          file=sys.stderr)
+                    return 2
+                uploaded = held is None
+                if uploaded:
+                    url, digest = await asyncio.to_thread(
+                        publish, wasm, bucket=args.bucket, key=key, config=storage_config)
+            except (OSError, ValueError, FragmentError) as exc:
+                print(f"{prog}: {exc}", file=sys.stderr)
+                return 2
+            body["spec"]["url"], body["spec"]["sha256"] = url, digest
+            try:
+                try:
+                    await client.create(RESOURCE_PATH, body)
+                    verb = "created"
+                except (AlreadyExistsError, ConflictError):
+                    await client.patch(f"{RESOURCE_PATH}/{name}", {"spec": body["spec"]})
+                    verb = "updated"
+            except KubeError as exc:
+                undo = ""
+                if uploaded:
+                    try:
+                        await asyncio.to_thread(remove, url, storage_config)
+                        undo = "; the uploaded module was removed again"
+                    except FragmentError as failed:
+                        undo = f"; removing the uploaded module failed too: {failed}"
+                print(f"{prog}: cannot create {name}: {exc}{undo}", file=sys.stderr)
+                return 2
+        print(f"{name} {verb}: {url} sha256 {digest}")
         return 0
     return _run_loop(apply())
 
 
 def _fragment_list(args: argparse.Namespace) -> int:
     async def show() -> int:
-        from pyscheduler.kube.client import KubeClient
+        from pyscheduler.kube.errors import KubeError
         from pyscheduler.wasm.manager import RESOURCE_PATH
 
-        async with await KubeClient.from_kubeconfig(args.kubeconfig) as client:
-            items = (await client.list(RESOURCE_PATH)).get("items") or []
+        prog = "pyscheduler fragment list"
+        try:
+            async with await _fragments_client(args.kubeconfig) as client:
+                items = (await client.list(RESOURCE_PATH)).get("items") or []
+        except (ValueError, KubeError) as exc:
+            print(f"{prog}: {exc}", file=sys.stderr)
+            return 2
         rows = [("NAME", "PHASE", "DIGEST", "RUNTIME", "LOAD", "MESSAGE")]
         for item in items:
             st = item.get("status") or {}
@@ -334,7 +414,8 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--filter", choices=["replace", "extend", "none"], default="replace")
         p.add_argument("--score", choices=["replace", "extend", "none"], default="replace")
         p.add_argument("--weight", type=int, default=1, help="score weight (default 1)")
-        p.add_argument("--fragment-config", help="the fragment's config as JSON")
+        p.add_argument("--fragment-config",
+                       help="the fragment's config as JSON, or @FILE to read it from FILE")
 
     ftest = fsub.add_parser("test", help="offline what-if over a cluster file and pods",
                             parents=[common])
@@ -384,7 +465,17 @@ def main(argv: list[str] | None = None) -> int:
     fmt = {"auto": None, "console": False, "json": True}[args.log_format]
     args.log_level_given = args.log_level
     configure_logging(args.log_level or "info", json=fmt)
-    result: int = args.func(args)
+    try:
+        result: int = args.func(args)
+        sys.stdout.flush()
+    except BrokenPipeError:
+        # The reader went away (`... | head`): nothing more to say to anyone. Later writes to
+        # stdout (at exit) must not fail again.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 141  # what a shell reports for a command ended by SIGPIPE
+    except KeyboardInterrupt:
+        return 130
     return result
 
 

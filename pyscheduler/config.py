@@ -54,6 +54,7 @@ __all__ = [
     "ASSUMED_POD_TTL_SECONDS",
     "BIND_CONCURRENCY",
     "BIND_TIMEOUT_SECONDS",
+    "MAX_CALL_TIMEOUT_MILLISECONDS",
     "ConfigError",
     "DEFAULT_FILTER_PLUGINS",
     "DEFAULT_METRICS_ADDRESS",
@@ -87,6 +88,9 @@ DEFAULT_LEASE_NAMESPACE: Final = "kube-system"
 BIND_CONCURRENCY: Final = 16
 BIND_TIMEOUT_SECONDS: Final = 10.0
 ASSUMED_POD_TTL_SECONDS: Final = 30.0
+#: The longest call deadline a fragment may have (``fragments.maxTimeoutMilliseconds`` may only
+#: lower it); the CRD's maximum for ``spec.limits.timeoutMilliseconds`` is the same number.
+MAX_CALL_TIMEOUT_MILLISECONDS: Final = 1000
 
 #: Filter plugins this scheduler implements, in the order kube-scheduler's default profile runs them.
 FILTER_PLUGINS: Final[tuple[str, ...]] = (
@@ -208,12 +212,21 @@ class LeaderElectionConfig:
 
 @dataclass(frozen=True, slots=True)
 class FragmentsConfig:
-    """Defaults for every fragment (a resource's ``spec.limits`` and ``spec.runtime`` win)."""
+    """Defaults for every fragment (a resource's ``spec.limits`` and ``spec.runtime`` win), the
+    largest call deadline a resource may ask for, the rate of a fragment's log lines, and when
+    a failing fragment is quarantined."""
 
     runtime: str = "wasmtime"
     fuel: int = 500_000_000
     timeout_seconds: float = 0.25
     memory_mib: int = 64
+    max_timeout_seconds: float = MAX_CALL_TIMEOUT_MILLISECONDS / 1000
+    log_lines_per_second: float = 10.0
+    log_burst: int = 100
+    quarantine_after_failures: int = 5
+    quarantine_seconds: float = 30.0
+    call_thread_nice: int = 10
+    inline_call_seconds: float = 0.005
 
 
 @dataclass(frozen=True, slots=True)
@@ -226,7 +239,9 @@ class SecretRef:
 class StorageSettings:
     """Where fragments come from: the S3/MinIO endpoint and credentials (given here, or read at
     start-up from a Secret with keys ``accessKey`` and ``secretKey``), the directories
-    ``file://`` URLs may name, and the size and time limits of one fetch."""
+    ``file://`` URLs may name, the web servers ``http(s)://`` URLs may name (``host`` or
+    ``host:port``; none by default) and whether those may resolve to non-public addresses, and
+    the size and time limits of one fetch."""
 
     endpoint: str | None = None
     access_key: str | None = None
@@ -237,6 +252,8 @@ class StorageSettings:
     allowed_file_dirs: tuple[str, ...] = ()
     max_bytes: int = 16 * 2**20
     timeout_seconds: float = 10.0
+    allowed_http_hosts: tuple[str, ...] = ()
+    allow_private_addresses: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -509,10 +526,17 @@ _VIRTUAL_FIELDS: Final = ("enabled", "cloudUrl", "cloudToken", "cloudTimeoutSeco
                           "heartbeatSeconds", "refreshSeconds", "notReadyAfterSeconds",
                           "orphanGraceSeconds", "reconcileSeconds")
 _POOL_FIELDS: Final = ("name", "platform", "maxPods")
-_FRAGMENTS_FIELDS: Final = ("runtime", "fuel", "timeoutMilliseconds", "memoryMiB")
+_FRAGMENTS_FIELDS: Final = ("runtime", "fuel", "timeoutMilliseconds", "memoryMiB",
+                             "maxTimeoutMilliseconds", "logLinesPerSecond", "logBurst",
+                             "quarantineAfterFailures", "quarantineSeconds", "callThreadNice",
+                             "inlineCallMilliseconds")
 _STORAGE_FIELDS: Final = ("endpoint", "accessKey", "secretKey", "secure", "region",
-                          "credentialsSecret", "allowedFileDirs", "maxBytes", "timeoutSeconds")
+                          "credentialsSecret", "allowedFileDirs", "maxBytes", "timeoutSeconds",
+                          "allowedHttpHosts", "allowPrivateAddresses")
 _SECRET_REF_FIELDS: Final = ("namespace", "name")
+# An allowed web server: a host name, an IPv4 address or a bracketed IPv6 one, maybe a port.
+_HTTP_HOST: Final = re.compile(r"^(\[[0-9a-fA-F:.]+\]|[A-Za-z0-9]([-A-Za-z0-9.]*[A-Za-z0-9])?)"
+                               r"(:[0-9]{1,5})?$")
 _SCHEDULE_FRAGMENT: Final = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?:v\d+\.\d+\.\d+$")
 RUNTIMES: Final = ("wasmtime", "wasmer")
 _PLUGINS_FIELDS: Final = ("filter", "score")
@@ -566,6 +590,18 @@ class _Parser:
         if is_int(value) and low <= value <= high:
             return value
         self.fail(_join(path, key), f"must be an integer between {low} and {high}, "
+                                    f"got {render_value(value)}")
+        return default
+
+    def number(self, section: Mapping[str, object], key: str, path: str, default: float,
+               low: float, high: float) -> float:
+        value = section.get(key, _MISSING)
+        if value is _MISSING:
+            return default
+        if isinstance(value, (int, float)) and not isinstance(value, bool) \
+                and math.isfinite(value) and low <= value <= high:
+            return float(value)
+        self.fail(_join(path, key), f"must be a number between {low:g} and {high:g}, "
                                     f"got {render_value(value)}")
         return default
 
@@ -693,11 +729,32 @@ class _Parser:
         default = FragmentsConfig()
         runtime = self.choice(section, "runtime", path, default.runtime, RUNTIMES)
         fuel = self.integer(section, "fuel", path, default.fuel, 1, 2**62)
+        limit_ms = self.integer(section, "maxTimeoutMilliseconds", path,
+                                MAX_CALL_TIMEOUT_MILLISECONDS, 1, MAX_CALL_TIMEOUT_MILLISECONDS)
         timeout_ms = self.integer(section, "timeoutMilliseconds", path,
-                                  int(default.timeout_seconds * 1000), 1, 10_000)
+                                  min(int(default.timeout_seconds * 1000), limit_ms), 1,
+                                  MAX_CALL_TIMEOUT_MILLISECONDS)
+        if timeout_ms > limit_ms:
+            self.fail(_join(path, "timeoutMilliseconds"),
+                      f"must not exceed fragments.maxTimeoutMilliseconds ({limit_ms}), "
+                      f"got {timeout_ms}")
         memory = self.integer(section, "memoryMiB", path, default.memory_mib, 1, 4096)
+        rate = self.number(section, "logLinesPerSecond", path, default.log_lines_per_second,
+                           0.01, 100_000)
+        burst = self.integer(section, "logBurst", path, default.log_burst, 1, 1_000_000)
+        failures = self.integer(section, "quarantineAfterFailures", path,
+                                default.quarantine_after_failures, 1, 1_000_000)
+        quarantine, _ = self.seconds(section, "quarantineSeconds", path,
+                                     default.quarantine_seconds)
+        nice = self.integer(section, "callThreadNice", path, default.call_thread_nice, 0, 19)
+        inline_ms = self.integer(section, "inlineCallMilliseconds", path,
+                                 round(default.inline_call_seconds * 1000), 0, 50)
         return FragmentsConfig(runtime=runtime, fuel=fuel, timeout_seconds=timeout_ms / 1000,
-                               memory_mib=memory)
+                               memory_mib=memory, max_timeout_seconds=limit_ms / 1000,
+                               log_lines_per_second=rate, log_burst=burst,
+                               quarantine_after_failures=failures,
+                               quarantine_seconds=quarantine, call_thread_nice=nice,
+                               inline_call_seconds=inline_ms / 1000)
 
     def storage(self, value: object) -> StorageSettings:
         path = "storage"
@@ -734,11 +791,25 @@ class _Parser:
                 dirs = tuple(d for d in given if isinstance(d, str) and d.startswith("/"))
         max_bytes = self.integer(section, "maxBytes", path, default.max_bytes, 1, 2**31)
         timeout, _ = self.seconds(section, "timeoutSeconds", path, default.timeout_seconds)
+        hosts: list[str] = []
+        given = section.get("allowedHttpHosts")
+        if given is not None and not isinstance(given, list):
+            self.fail(_join(path, "allowedHttpHosts"),
+                      f"must be a list of host or host:port strings, got {render_value(given)}")
+        elif given is not None:
+            for i, host in enumerate(given):
+                if not (isinstance(host, str) and _HTTP_HOST.fullmatch(host)):
+                    self.fail(f"{path}.allowedHttpHosts[{i}]",
+                              f"must be a host name or address, optionally with :port (no "
+                              f"scheme or path), got {render_value(host)}")
+                else:
+                    hosts.append(host)
         return StorageSettings(
             endpoint=texts["endpoint"], access_key=texts["accessKey"],
             secret_key=texts["secretKey"], secure=self.boolean(section, "secure", path, False),
             region=texts["region"], credentials_secret=secret, allowed_file_dirs=dirs,
-            max_bytes=max_bytes, timeout_seconds=timeout)
+            max_bytes=max_bytes, timeout_seconds=timeout, allowed_http_hosts=tuple(hosts),
+            allow_private_addresses=self.boolean(section, "allowPrivateAddresses", path, False))
 
     def virtual_nodes(self, value: object) -> VirtualNodesConfig:
         path = "virtualNodes"
@@ -1006,6 +1077,13 @@ def dump_config(config: SchedulerConfig, *, include_identity: bool = False) -> d
             "fuel": config.fragments.fuel,
             "timeoutMilliseconds": round(config.fragments.timeout_seconds * 1000),
             "memoryMiB": config.fragments.memory_mib,
+            "maxTimeoutMilliseconds": round(config.fragments.max_timeout_seconds * 1000),
+            "logLinesPerSecond": _number(config.fragments.log_lines_per_second),
+            "logBurst": config.fragments.log_burst,
+            "quarantineAfterFailures": config.fragments.quarantine_after_failures,
+            "quarantineSeconds": _number(config.fragments.quarantine_seconds),
+            "callThreadNice": config.fragments.call_thread_nice,
+            "inlineCallMilliseconds": round(config.fragments.inline_call_seconds * 1000),
         },
         "storage": {
             "endpoint": config.storage.endpoint,
@@ -1019,6 +1097,8 @@ def dump_config(config: SchedulerConfig, *, include_identity: bool = False) -> d
             "allowedFileDirs": list(config.storage.allowed_file_dirs),
             "maxBytes": config.storage.max_bytes,
             "timeoutSeconds": _number(config.storage.timeout_seconds),
+            "allowedHttpHosts": list(config.storage.allowed_http_hosts),
+            "allowPrivateAddresses": config.storage.allow_private_addresses,
         },
         "virtualNodes": {
             "enabled": config.virtual_nodes.enabled,

@@ -40,6 +40,7 @@ every liveness check passes; by default there is none.
 
 from __future__ import annotations
 
+import os
 import random
 from collections.abc import Callable, Iterable
 from typing import Any, Final, Literal
@@ -107,9 +108,10 @@ EXTENSION_POINTS: Final[tuple[str, ...]] = (
     "Reserve", "Unreserve", "Permit", "PreBind", "Bind", "PostBind",
 )
 #: Values of ``pyscheduler_fragment_calls_total``'s ``result`` label: ``ok``, then every kind of
-#: failed call (:class:`pyscheduler.wasm.errors.CallError`).
+#: failed call (:class:`pyscheduler.wasm.errors.CallError`), and ``quarantined`` for a call not
+#: made because the fragment is quarantined.
 FRAGMENT_CALL_RESULTS: Final[tuple[str, ...]] = (
-    "ok", "trap", "fuel", "timeout", "memory", "return", "output")
+    "ok", "trap", "fuel", "timeout", "memory", "return", "output", "quarantined")
 #: Values of the fragment metrics' ``stage`` label.
 FRAGMENT_STAGES: Final[tuple[str, ...]] = ("filter", "score")
 #: Values of ``pyscheduler_fragment_shadow_disagreements_total``'s ``kind`` label.
@@ -272,7 +274,8 @@ class SchedulerMetrics:
         self.fragment_calls = Counter(
             "pyscheduler_fragment_calls_total",
             "Number of calls into scheduling fragments, by fragment resource, stage and result "
-            "(ok, or the failure kind: trap, fuel, timeout, memory, return, output).",
+            "(ok, or the failure kind: trap, fuel, timeout, memory, return, output; "
+            "quarantined: not called, the fragment is quarantined).",
             ["fragment", "stage", "result"], registry=registry)
         self.fragment_call_duration = Histogram(
             "pyscheduler_fragment_call_duration_seconds",
@@ -291,6 +294,14 @@ class SchedulerMetrics:
             "pyscheduler_fragment_info",
             "1 for every fragment version serving, with its digest and runtime.",
             ["fragment", "name", "version", "digest", "runtime"], registry=registry)
+        self.fragment_quarantined = Gauge(
+            "pyscheduler_fragment_quarantined",
+            "1 while a fragment is quarantined (not called after consecutive failed calls), "
+            "0 while it is called.", ["fragment"], registry=registry)
+        self.fragment_log_dropped = Counter(
+            "pyscheduler_fragment_log_lines_dropped_total",
+            "Number of wssp.log lines of a fragment not written to the scheduler's log "
+            "(beyond fragments.logLinesPerSecond).", ["fragment"], registry=registry)
         self.fragment_shadow_disagreements = Counter(
             "pyscheduler_fragment_shadow_disagreements_total",
             "Number of pods for which a shadow fragment would have decided differently from "
@@ -381,6 +392,8 @@ class SchedulerMetrics:
         for stage in stages:
             for result in FRAGMENT_CALL_RESULTS:
                 self.fragment_calls.labels(fragment, stage, result)
+        self.fragment_quarantined.labels(fragment).set(0)
+        self.fragment_log_dropped.labels(fragment)
         if shadow is not None:
             self.fragment_shadow_evaluations.labels(shadow)
             for kind in SHADOW_DISAGREEMENTS:
@@ -394,7 +407,9 @@ class SchedulerMetrics:
     def forget_fragment(self, fragment: str, *, shadow: str | None = None) -> None:
         """Drop the series of a deleted fragment resource (its counters too: a deleted
         resource's failures must not keep an alert firing, nor its series accumulate)."""
-        label_sets: list[tuple[Any, tuple[str, ...]]] = [(self.fragment_load_failed, (fragment,))]
+        label_sets: list[tuple[Any, tuple[str, ...]]] = [
+            (self.fragment_load_failed, (fragment,)), (self.fragment_quarantined, (fragment,)),
+            (self.fragment_log_dropped, (fragment,))]
         if shadow is not None:
             label_sets.append((self.fragment_shadow_evaluations, (shadow,)))
             label_sets += [(self.fragment_shadow_disagreements, (shadow, kind))
@@ -603,6 +618,11 @@ class HealthServer:
         try:
             site = web.TCPSite(runner, self.host or None, self.port)
             await site.start()
+        except OSError as exc:
+            await runner.cleanup()
+            why = os.strerror(exc.errno) if exc.errno else str(exc)
+            raise OSError(exc.errno, f"cannot listen on {self.host or '*'}:{self.port} for "
+                                     f"/metrics and health checks: {why}") from None
         except BaseException:
             await runner.cleanup()
             raise

@@ -27,7 +27,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import time
-from collections.abc import Callable, Coroutine, Mapping
+from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from typing import Any
 
 import numpy as np
@@ -38,7 +38,7 @@ from pyscheduler.api.labels import LabelSelector
 from pyscheduler.config import SchedulerConfig
 from pyscheduler.framework.cache import Cache
 from pyscheduler.framework.interface import CycleContext
-from pyscheduler.framework.nodetable import NodeInfo, node_info
+from pyscheduler.framework.nodetable import BoolArray, NodeInfo, node_info
 from pyscheduler.virtual.burst import VIRTUAL_LABEL, Burster
 from pyscheduler.framework.pipeline import (
     Pipeline,
@@ -70,6 +70,9 @@ log = structlog.get_logger("pyscheduler.scheduler")
 EXPLAIN_ANNOTATION = "wssp/explain"
 DECISION_ANNOTATION = "wssp/decision"
 BIND_RETRIES = 3
+# The PodScheduled=False reason for an attempt that failed on a fault, not for lack of a node
+# (kube-scheduler writes its SchedulerError reason the same way).
+SCHEDULER_ERROR = "SchedulerError"
 
 Obj = dict[str, Any]
 # Chooses the stage overrides for a pod; raises StageUnavailable when the pod must wait.
@@ -121,6 +124,8 @@ class Scheduler:
         self.namespace_labels: dict[str, dict[str, str]] = {}
         self.bad_pods: dict[str, str] = {}  # uid -> parse problem already reported
         self._binds: set[asyncio.Task[None]] = set()
+        self._attempts: set[asyncio.Task[None]] = set()  # attempts awaiting a fragment
+        self._housekeeping_task: asyncio.Task[None] | None = None
         self._pods = Informer(client, "/api/v1/pods", name="pods", on_add=self._pod_added,
                               on_update=self._pod_updated, on_delete=self._pod_deleted)
         self._nodes = Informer(client, "/api/v1/nodes", name="nodes", on_add=self._node_set,
@@ -147,10 +152,20 @@ class Scheduler:
             self.metrics.count_incoming(queue, event)
 
     def _is_ours(self, obj: Obj) -> bool:
-        spec = obj.get("spec") or {}
-        return spec.get("schedulerName") == self.name
+        spec = obj.get("spec")
+        return isinstance(spec, dict) and spec.get("schedulerName") == self.name
 
     def _pod_added(self, obj: Obj) -> None:
+        try:
+            self._apply_pod(obj)
+        except Exception as exc:
+            # The informer would log and go on; a pod of ours must not vanish with it.
+            log.exception("handling a pod event failed", pod=_key(obj))
+            spec = obj.get("spec")
+            if self._is_ours(obj) and not (isinstance(spec, dict) and spec.get("nodeName")):
+                self._report_bad_pod(obj, f"{type(exc).__name__}: {exc}")
+
+    def _apply_pod(self, obj: Obj) -> None:
         spec = obj.get("spec") or {}
         meta = obj.get("metadata") or {}
         uid = str(meta.get("uid") or "")
@@ -187,6 +202,8 @@ class Scheduler:
             except PodSpecError as exc:
                 # A pod already running somewhere still uses its node; count what we can.
                 log.warning("assigned pod has an invalid spec", pod=_key(obj), error=str(exc))
+                if exc.partial is not None:
+                    self.cache.add_pod(exc.partial)
             return
         if not self._is_ours(obj) or meta.get("deletionTimestamp") or phase in (
                 "Succeeded", "Failed"):
@@ -272,27 +289,48 @@ class Scheduler:
 
     # -- running -------------------------------------------------------------------------------
 
-    async def start_informers(self) -> None:
+    def start_informers(self) -> Awaitable[Any]:
+        """Start the informers (their tasks are in :attr:`tasks` from now on); await the
+        result for all of them to have synced."""
         for informer in self.informers:
             informer.start()
-        await asyncio.gather(*(i.synced.wait() for i in self.informers))
+        return asyncio.gather(*(i.synced.wait() for i in self.informers))
 
     @property
     def synced(self) -> bool:
         return all(i.synced.is_set() for i in self.informers)
 
+    @property
+    def tasks(self) -> dict[str, asyncio.Task[Any]]:
+        """The long-lived tasks running now (informers; housekeeping and the event recorder
+        while scheduling), for the process to watch."""
+        out = {f"informer {i.name}": i.task for i in self.informers if i.task is not None}
+        if self._housekeeping_task is not None:
+            out["housekeeping"] = self._housekeeping_task
+        if self.recorder.task is not None:
+            out["event recorder"] = self.recorder.task
+        return out
+
     async def stop(self) -> None:
         self.queue.close()
-        for task in list(self._binds):
+        for task in list(self._binds) + list(self._attempts):
             task.cancel()
         for informer in self.informers:
             await informer.stop()
         await self.recorder.stop()
 
+    def begin(self) -> None:
+        """Start what scheduling needs beside the loop: the event recorder and housekeeping
+        (idempotent; :meth:`run_loop` calls it)."""
+        self.recorder.start()
+        if self._housekeeping_task is None or self._housekeeping_task.done():
+            self._housekeeping_task = asyncio.get_running_loop().create_task(
+                self._housekeeping(), name="scheduler housekeeping")
+
     async def run_loop(self) -> None:
         """Schedule until cancelled (the caller cancels when leadership is lost)."""
-        self.recorder.start()
-        housekeeping = asyncio.get_running_loop().create_task(self._housekeeping())
+        self.begin()
+        housekeeping = self._housekeeping_task
         try:
             while True:
                 entry = await self.queue.pop()
@@ -300,19 +338,23 @@ class Scheduler:
                 # Let informer events and bindings run between pods.
                 await asyncio.sleep(0)
         finally:
-            housekeeping.cancel()
-            for task in list(self._binds):
+            if housekeeping is not None:
+                housekeeping.cancel()
+            for task in list(self._binds) + list(self._attempts):
                 task.cancel()
 
     async def _housekeeping(self) -> None:
         while True:
             await asyncio.sleep(1.0)
-            for pod in self.cache.expire():
-                log.warning("assumed pod expired without confirmation", pod=pod.key)
-            if self.metrics is not None:
-                self.metrics.set_pending_pods(**self.queue.counts())
-                self.metrics.set_cache_size(**self.cache.sizes())
-                self._export_counters()
+            try:
+                for pod in self.cache.expire():
+                    log.warning("assumed pod expired without confirmation", pod=pod.key)
+                if self.metrics is not None:
+                    self.metrics.set_pending_pods(**self.queue.counts())
+                    self.metrics.set_cache_size(**self.cache.sizes())
+                    self._export_counters()
+            except Exception:  # a fault here must not end the housekeeping for good
+                log.exception("scheduler housekeeping failed")
 
     def _export_counters(self) -> None:
         """Carry the informers' and the event recorder's plain counters into Prometheus."""
@@ -336,44 +378,95 @@ class Scheduler:
 
     # -- one pod -------------------------------------------------------------------------------
 
-    def schedule_one(self, entry: QueuedPod) -> ScheduleResult | None:
-        pod = entry.pod
+    def schedule_one(self, entry: QueuedPod) -> None:
+        """One attempt for ``entry``'s pod. Never raises: whatever goes wrong is that pod's
+        problem (:meth:`_attempt_failed`), and the loop goes on with the next pod.
+
+        A pod whose stage logic runs off the loop (a fragment) continues in a task of its own
+        (:meth:`_schedule_offloaded`); the loop pops the next pod meanwhile."""
         start = time.perf_counter()
-        # A replacement of a pod the rebalancer evicted: its reservation is freed for it, and
-        # it goes to the reserved node when that node passes the filters.
-        steer = self.rebalancer.release_for_owner(pod) if self.rebalancer is not None else None
-        ctx = CycleContext.for_pod(pod, self.cache.table, self._namespaces_matching)
         try:
-            selection = self.select(pod) if self.select is not None else NO_SELECTION
-        except StageUnavailable as exc:
-            # The pod's fragment is missing, loading or failed: it waits, visibly, and comes
-            # back when a fragment becomes Ready (fragment_ready).
-            self.failed += 1
-            self._observe("unschedulable", start)
-            self.queue.requeue_unschedulable(pod.uid)
-            self._spawn(self._set_unschedulable(pod, str(exc), "Unschedulable"))
+            pod = entry.pod
+            # A replacement of a pod the rebalancer evicted: its reservation is freed for it,
+            # and it goes to the reserved node when that node passes the filters.
+            steer = self.rebalancer.release_for_owner(pod) if self.rebalancer is not None \
+                else None
+            selection, ctx, active, ready = self._logic_now(pod)
+            if not ready:
+                assert selection.active is not None
+                self._spawn_attempt(entry, self._schedule_offloaded(
+                    entry, selection, selection.active, steer, start))
+                return
+            self._decide(entry, ctx, selection, active, steer, start)
+        except Exception as exc:
+            self._attempt_failed(entry, exc, start)
+
+    def _base(self, ctx: CycleContext, override: StageOverride) -> BoolArray:
+        """The rows ``override``'s score stage may consider (the pipeline's base)."""
+        if override.score is None:
+            return ctx.nodes()
+        return self.pipeline.base_feasible(ctx, override)
+
+    def _logic_now(self, pod: PodInfo) -> tuple[Selection, CycleContext,
+                                                 StageOverride | None, bool]:
+        """The pod's selection, a context, and its active logic ready for the pipeline — or,
+        as the last value False, the news that the logic must be evaluated off the loop first
+        (:meth:`_resolve`). Raises what selecting or evaluating the pod's logic raises."""
+        selection = self.select(pod) if self.select is not None else NO_SELECTION
+        active = selection.active
+        ctx = CycleContext.for_pod(pod, self.cache.table, self._namespaces_matching)
+        if active is None or active.evaluate is None:
+            return selection, ctx, active, True
+        resolved = self._resolve_now(ctx, active)
+        return selection, ctx, resolved, resolved is not None
+
+    def _resolve_now(self, ctx: CycleContext, override: StageOverride) -> StageOverride | None:
+        """``override`` evaluated on the loop when it allows that (its calls are known to be
+        short), else None."""
+        if override.evaluate_now is None:
             return None
+        return override.evaluate_now(ctx, self._base(ctx, override))
+
+    async def _resolve(self, pod: PodInfo,
+                       override: StageOverride) -> tuple[CycleContext, StageOverride]:
+        """``override`` evaluated off the loop; returns it resolved, with a fresh context on
+        the table as it is when the answers came (what the rest of the attempt must see)."""
+        assert override.evaluate is not None
+        table = self.cache.table
+        ctx = CycleContext.for_pod(pod, table, self._namespaces_matching)
+        resolved = await override.evaluate(ctx, self._base(ctx, override))
+        return CycleContext.for_pod(pod, table, self._namespaces_matching), resolved
+
+    async def _schedule_offloaded(self, entry: QueuedPod, selection: Selection,
+                                  active: StageOverride, steer: str | None,
+                                  start: float) -> None:
+        """The rest of an attempt whose stage override must be evaluated off the loop: the
+        override's calls are awaited, then everything else runs at once on the current table,
+        so the built-in filters and the host's checks see every pod assumed meanwhile."""
+        try:
+            pod = entry.pod
+            ctx, resolved = await self._resolve(pod, active)
+            if pod.uid not in self.queue.entries:
+                self.queue.done(pod.uid)
+                return  # deleted (or bound by someone else) while the fragment decided
+            self._decide(entry, ctx, selection, resolved, steer, start)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            self._attempt_failed(entry, exc, start)
+
+    def _decide(self, entry: QueuedPod, ctx: CycleContext, selection: Selection,
+                active: StageOverride | None, steer: str | None, start: float) -> None:
+        """Run the pipeline for ``entry``'s pod and act on the result: assume and bind, burst,
+        or report it unschedulable. Raises only for faults (the caller reports them)."""
+        pod = entry.pod
         wants_explain = pod.annotations.get(EXPLAIN_ANNOTATION) == "true"
         sample = self.metrics is not None and self.metrics.should_record_plugin_metrics()
-        try:
-            result = self.pipeline.schedule(ctx, selection.active, explain=wants_explain,
-                                            sample=sample)
-        except StageFailed as exc:  # a fragment failed and its failure policy is Fail
-            self.failed += 1
-            self._observe("unschedulable", start)
-            self.queue.requeue_backoff(pod.uid)
-            self._spawn(self._set_unschedulable(pod, str(exc), "Unschedulable"))
-            return None
-        except Exception as exc:  # a plugin fault must not stop the loop
-            log.exception("scheduling attempt failed", pod=pod.key)
-            self._observe("error", start)
-            self.queue.requeue_backoff(pod.uid)
-            self._spawn(self._set_unschedulable(pod, f"scheduling failed: {exc}", "Error"))
-            return None
+        result = self.pipeline.schedule(ctx, active, explain=wants_explain, sample=sample)
         if steer is not None and result.node is not None and result.node != steer:
             result = steered(result, self.cache.table.slots, steer)
         for shadow in selection.shadows:
-            self._evaluate_shadow(pod, shadow, result)
+            self._evaluate_shadow(pod, shadow, active, result)
         if self.metrics is not None:
             self._observe_stages(result)
         decision = explain(result, self.cache.table.names) if wants_explain else None
@@ -387,33 +480,107 @@ class Scheduler:
                                    pod.requests.get("memory", 0))
                 self._observe("scheduled", start)
                 self._spawn(self._bind_virtual(entry, burst.node, str(burst.pool)))
-                return result
+                return
             message = result.filtered.diagnose().message()
             self.failed += 1
             self._observe("unschedulable", start)
             self.queue.requeue_unschedulable(pod.uid)
             self._spawn(self._set_unschedulable(
                 pod, f"{message.rstrip('.')}; {burst.reason}.", "Unschedulable", decision))
-            return result
+            return
         if result.node is None:
             self.failed += 1
             message = result.filtered.diagnose().message()
             self._observe("unschedulable", start)
             self.queue.requeue_unschedulable(pod.uid)
             self._spawn(self._set_unschedulable(pod, message, "Unschedulable", decision))
-            return result
+            return
         self.cache.assume(pod, result.node)
         self._observe("scheduled", start)
         self._spawn(self._bind(entry, result.node, decision))
-        return result
+
+    async def try_placement(self, pod: PodInfo) -> str | None:
+        """The node this scheduler would choose for ``pod`` now (its fragment included), or
+        None; nothing is assumed. Raises what selecting or evaluating the pod's logic raises."""
+        selection, ctx, active, ready = self._logic_now(pod)
+        if not ready:
+            assert selection.active is not None
+            ctx, active = await self._resolve(pod, selection.active)
+        return self.pipeline.schedule(ctx, active).node
+
+    def _attempt_failed(self, entry: QueuedPod, exc: Exception, start: float) -> None:
+        """An attempt that ended in an exception: the pod's problem, never the loop's."""
+        pod = entry.pod
+        self.failed += 1
+        if isinstance(exc, StageUnavailable):
+            # The pod's fragment is missing, loading or failed: it waits, visibly, and comes
+            # back when a fragment becomes Ready (fragment_ready).
+            self._observe("unschedulable", start)
+            self.queue.requeue_unschedulable(pod.uid)
+            self._spawn(self._set_unschedulable(pod, str(exc), "Unschedulable"))
+        elif isinstance(exc, StageFailed):  # a fragment failed and its failure policy is Fail
+            self._observe("unschedulable", start)
+            self.queue.requeue_backoff(pod.uid)
+            self._spawn(self._set_unschedulable(pod, str(exc), "Unschedulable"))
+        else:  # a fault: a plugin's, the cache's or ours
+            log.exception("scheduling attempt failed", pod=pod.key)
+            self._observe("error", start)
+            self.queue.requeue_backoff(pod.uid)
+            self._spawn(self._set_unschedulable(
+                pod, f"scheduling failed: {type(exc).__name__}: {exc}", SCHEDULER_ERROR))
+
+    def _spawn_attempt(self, entry: QueuedPod, coro: Coroutine[Any, Any, None]) -> None:
+        task = asyncio.get_running_loop().create_task(coro)
+        self._attempts.add(task)
+        task.add_done_callback(self._attempts.discard)
 
     def _evaluate_shadow(self, pod: PodInfo, shadow: StageOverride,
-                         active: ScheduleResult) -> None:
-        """Run ``shadow`` on the same table and count where it would have decided otherwise:
-        a different feasible set, or a chosen node the shadow does not rank best."""
+                         active: StageOverride | None, result: ScheduleResult) -> None:
+        """Evaluate ``shadow`` for ``pod`` and count where it would have decided otherwise than
+        the active logic: a different feasible set, or a chosen node the shadow does not rank
+        best. A shadow that runs off the loop answers later; both decisions are then taken
+        again on the table of that moment, so that they compare like with like."""
         ctx = CycleContext.for_pod(pod, self.cache.table, self._namespaces_matching)
+        if shadow.evaluate is not None:
+            try:
+                resolved = self._resolve_now(ctx, shadow)
+            except Exception:
+                resolved = None  # the shadow's problem: evaluated off the loop, reported there
+            if resolved is None:
+                self._spawn(self._evaluate_shadow_offloaded(pod, shadow, active))
+                return
+            shadow = resolved
         try:
-            other = self.pipeline.schedule(ctx, shadow)
+            other: ScheduleResult | None = self.pipeline.schedule(ctx, shadow)
+        except Exception as exc:  # a shadow never affects scheduling
+            other = None
+            log.warning("shadow evaluation failed", pod=pod.key, fragment=shadow.name,
+                        error=str(exc))
+        self._count_shadow(pod, shadow, result, other)
+
+    async def _evaluate_shadow_offloaded(self, pod: PodInfo, shadow: StageOverride,
+                                         active: StageOverride | None) -> None:
+        assert shadow.evaluate is not None
+        other: ScheduleResult | None = None
+        result: ScheduleResult | None = None
+        try:
+            ctx, resolved = await self._resolve(pod, shadow)
+            table = self.cache.table
+            result = self.pipeline.schedule(
+                CycleContext.for_pod(pod, table, self._namespaces_matching), active)
+            other = self.pipeline.schedule(ctx, resolved)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # a shadow never affects scheduling
+            log.warning("shadow evaluation failed", pod=pod.key, fragment=shadow.name,
+                        error=str(exc))
+        self._count_shadow(pod, shadow, result, other)
+
+    def _count_shadow(self, pod: PodInfo, shadow: StageOverride,
+                      active: ScheduleResult | None, other: ScheduleResult | None) -> None:
+        if other is None or active is None:
+            kinds = ["error"]
+        else:
             kinds = []
             if not np.array_equal(other.filtered.feasible, active.filtered.feasible):
                 kinds.append("feasible")
@@ -423,16 +590,11 @@ class Scheduler:
             elif other.node != active.node and (
                     other.total is None or other.total[active.slot] != other.total[other.slot]):
                 kinds.append("node")
-        except Exception as exc:  # a shadow never affects scheduling
-            kinds = ["error"]
-            other = None
-            log.warning("shadow evaluation failed", pod=pod.key, fragment=shadow.name,
-                        error=str(exc))
         if self.metrics is not None:
             self.metrics.fragment_shadow_evaluations.labels(shadow.name).inc()
             for kind in kinds:
                 self.metrics.fragment_shadow_disagreements.labels(shadow.name, kind).inc()
-        if kinds and other is not None:
+        if kinds and other is not None and active is not None:
             log.info("shadow disagreement", pod=pod.key, fragment=shadow.name, kinds=kinds,
                      active_node=active.node, shadow_node=other.node,
                      active_feasible=int(active.filtered.feasible.sum()),
@@ -456,7 +618,7 @@ class Scheduler:
             self.burster.forget(pod.uid)
             self.queue.requeue_backoff(pod.uid, "BindFailure")
             return
-        outcome = await self._send_binding(pod, node)
+        outcome = await self._guarded_binding(pod, node)
         if outcome == "bound":
             self.bursts += 1
             if self.metrics is not None:
@@ -493,7 +655,7 @@ class Scheduler:
 
     async def _bind(self, entry: QueuedPod, node: str, decision: Obj | None) -> None:
         pod = entry.pod
-        outcome = await self._send_binding(pod, node)
+        outcome = await self._guarded_binding(pod, node)
         if outcome == "bound":
             self.cache.finish_binding(pod.uid)
             self._bound(entry, node, f"Successfully assigned {pod.key} to {node}")
@@ -502,6 +664,16 @@ class Scheduler:
             return
         self.cache.forget(pod.uid)
         self._not_bound(pod.uid, outcome)
+
+    async def _guarded_binding(self, pod: PodInfo, node: str) -> str:
+        """:meth:`_send_binding`, a fault in it turned into a retry of the pod."""
+        try:
+            return await self._send_binding(pod, node)
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            log.exception("binding failed", pod=pod.key, node=node)
+            return "retry"
 
     async def _send_binding(self, pod: PodInfo, node: str) -> str:
         """The binding, within the concurrency bound and timed; the outcome of

@@ -19,7 +19,13 @@ hole, ``valid[slot] == False``, which the next new node reuses):
   spread and inter-pod affinity ask the same questions for every pod of a workload).
 
 Every change bumps :attr:`generation`; ``row_generation[slot]`` records the generation at which a
-row last changed, so consumers can copy only changed rows.
+row last changed, so consumers can copy only changed rows. ``occupant[slot]`` changes only when a
+slot gets a new node or loses its node: an answer computed per row earlier (a fragment's verdicts,
+computed off the scheduling loop) still belongs to the same node where it is unchanged.
+
+Amounts are bounded (:data:`~pyscheduler.framework.pod.MAX_QUANTITY` for a node's allocatable
+and a pod's request; a node's requested sum saturates at :data:`REQUESTED_LIMIT`), so no sum or
+score computed over the columns can overflow int64, whatever the cluster holds.
 """
 
 from __future__ import annotations
@@ -34,13 +40,14 @@ import numpy.typing as npt
 
 from pyscheduler.api.labels import LabelSelector
 from pyscheduler.api.quantity import QuantityError, milli_value, parse_quantity, value
-from pyscheduler.framework.pod import PodInfo, has_affinity_terms
+from pyscheduler.framework.pod import MAX_QUANTITY, PodInfo, has_affinity_terms
 
 __all__ = [
     "CPU",
     "EPHEMERAL_STORAGE",
     "MEMORY",
     "PODS",
+    "REQUESTED_LIMIT",
     "BoolArray",
     "IntArray",
     "LabelColumn",
@@ -52,6 +59,8 @@ __all__ = [
 ]
 
 CPU, MEMORY, EPHEMERAL_STORAGE, PODS = 0, 1, 2, 3
+# A node's requested sums stop growing here: (REQUESTED_LIMIT + MAX_QUANTITY) * 100 < 2**63.
+REQUESTED_LIMIT = 2**56
 BASE_RESOURCES = ("cpu", "memory", "ephemeral-storage", "pods")
 
 BoolArray = npt.NDArray[np.bool_]
@@ -76,7 +85,8 @@ class NodeInfo:
 
 def node_info(obj: Mapping[str, Any]) -> NodeInfo:
     """Parse a Node; unparseable allocatable quantities count as zero (the node fits nothing
-    that needs them) rather than failing the whole node."""
+    that needs them) rather than failing the whole node, and amounts above
+    :data:`MAX_QUANTITY` count as that much (more than any pod may ask)."""
     meta = obj.get("metadata") or {}
     spec = obj.get("spec") or {}
     status = obj.get("status") or {}
@@ -87,7 +97,8 @@ def node_info(obj: Mapping[str, Any]) -> NodeInfo:
             q = parse_quantity(raw)
         except (QuantityError, TypeError):
             q = parse_quantity(0)
-        allocatable[str(name)] = milli_value(q) if name == "cpu" else value(q)
+        amount = milli_value(q) if name == "cpu" else value(q)
+        allocatable[str(name)] = min(amount, MAX_QUANTITY)
     taints = tuple(Taint(str(t.get("key", "")), str(t.get("value") or ""),
                          str(t.get("effect", "")))
                    for t in spec.get("taints") or () if isinstance(t, Mapping))
@@ -188,6 +199,7 @@ class NodeTable:
         self.valid: BoolArray = np.zeros(capacity, np.bool_)
         self.unschedulable: BoolArray = np.zeros(capacity, np.bool_)
         self.row_generation: IntArray = np.zeros(capacity, np.int64)
+        self.occupant: IntArray = np.zeros(capacity, np.int64)  # bumped when a slot's node changes
         # The slot of each of the latest changes: change g (generation g) is at g - _log_base - 1.
         self._log: list[int] = []
         self._log_base = 0
@@ -222,6 +234,7 @@ class NodeTable:
         self.nonzero, self.valid = grow(self.nonzero), grow(self.valid)
         self.unschedulable, self.row_generation = grow(self.unschedulable), \
             grow(self.row_generation)
+        self.occupant = grow(self.occupant)
         for column in self.label_index.values():
             column.grow(cap)
         for k in list(self.label_keys):
@@ -298,6 +311,7 @@ class NodeTable:
             self.slots[info.name] = slot
             self.names[slot] = info.name
             self.valid[slot] = True
+            self.occupant[slot] += 1
         old = self.infos[slot]
         self.infos[slot] = info
         self.unschedulable[slot] = info.unschedulable
@@ -360,6 +374,7 @@ class NodeTable:
         self.nonzero[slot] = 0
         self.pods[slot] = {}
         self.term_pods[slot] = 0
+        self.occupant[slot] += 1
         self._free.append(slot)
         self._touch(slot)
         return pods
@@ -372,9 +387,13 @@ class NodeTable:
             return
         vec = self.request_vector(pod)  # may add resource columns: take it before indexing
         self.pods[slot][pod.uid] = pod
-        self.requested[slot] += vec
-        self.nonzero[slot, 0] += pod.nonzero_cpu
-        self.nonzero[slot, 1] += pod.nonzero_memory
+        row = self.requested[slot]
+        row += vec
+        if row.max() > REQUESTED_LIMIT:
+            np.minimum(row, REQUESTED_LIMIT, out=row)
+        nonzero = self.nonzero[slot]
+        nonzero[0] = min(int(nonzero[0]) + pod.nonzero_cpu, REQUESTED_LIMIT)
+        nonzero[1] = min(int(nonzero[1]) + pod.nonzero_memory, REQUESTED_LIMIT)
         if has_affinity_terms(pod):
             self.term_pods[slot] += 1
         for hp in pod.host_ports:
@@ -397,9 +416,13 @@ class NodeTable:
 
     def _unaccount(self, slot: int, pod: PodInfo) -> None:
         vec = self.request_vector(pod)
-        self.requested[slot] -= vec
-        self.nonzero[slot, 0] -= pod.nonzero_cpu
-        self.nonzero[slot, 1] -= pod.nonzero_memory
+        row = self.requested[slot]
+        row -= vec
+        if row.min() < 0:  # only after a saturated sum (REQUESTED_LIMIT)
+            np.maximum(row, 0, out=row)
+        nonzero = self.nonzero[slot]
+        nonzero[0] = max(int(nonzero[0]) - pod.nonzero_cpu, 0)
+        nonzero[1] = max(int(nonzero[1]) - pod.nonzero_memory, 0)
         if has_affinity_terms(pod):
             self.term_pods[slot] -= 1
         for hp in pod.host_ports:

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import collections
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Literal, cast
 
@@ -41,6 +41,8 @@ from pyscheduler.framework.nodetable import BoolArray, IntArray, NodeTable, RowV
 
 __all__ = [
     "Diagnosis",
+    "EvaluateFn",
+    "EvaluateNowFn",
     "FilterOutcome",
     "Pipeline",
     "Profile",
@@ -60,6 +62,9 @@ _NEVER = np.iinfo(np.int64).min  # a total no feasible node can have (masks the 
 # A stage function; an override's may return None to defer to the built-in stage.
 FilterFn = Callable[[CycleContext], FilterResult | None]
 ScoreFn = Callable[[CycleContext, BoolArray], IntArray | None]
+# Resolve an override whose stages may not simply run on the loop (see StageOverride.evaluate).
+EvaluateFn = Callable[[CycleContext, BoolArray], Awaitable["StageOverride"]]
+EvaluateNowFn = Callable[[CycleContext, BoolArray], "StageOverride | None"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,7 +102,17 @@ def row_local_signature(ctx: CycleContext) -> tuple[object, ...]:
 
 @dataclass(frozen=True, slots=True)
 class StageOverride:
-    """Per-pod replacement or extension of the filter and/or score stage."""
+    """Per-pod replacement or extension of the filter and/or score stage.
+
+    ``evaluate``, when set, means the stages may not simply run on the scheduling loop (a
+    WebAssembly fragment's calls may take up to their deadline): the scheduler first tries
+    ``evaluate_now(ctx, base)`` — ``base`` being :meth:`Pipeline.base_feasible`, the rows the
+    override's score stage may consider — which answers at once when the calls may run on the
+    loop (they are known to be short), and otherwise None; then it awaits
+    ``evaluate(ctx, base)``. Either resolves to an override whose stage functions return
+    answers already computed. :meth:`Pipeline.schedule` refuses an override that still has
+    ``evaluate``.
+    """
 
     name: str
     filter: FilterFn | None = None
@@ -105,6 +120,8 @@ class StageOverride:
     score: ScoreFn | None = None
     score_mode: Literal["replace", "extend"] = "replace"
     score_weight: int = 1
+    evaluate: EvaluateFn | None = None
+    evaluate_now: EvaluateNowFn | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -320,6 +337,22 @@ class Pipeline:
         return ScheduleResult(ctx.table.names[slot], slot, outcome, total, None, count,
                               filter_seconds=t1 - t0, score_seconds=time.perf_counter() - t1)
 
+    def base_feasible(self, ctx: CycleContext, override: StageOverride) -> BoolArray:
+        """The rows ``override``'s score stage may consider besides its own filter's verdicts:
+        the built-in filters' answer when the override extends the filter stage or has none,
+        every node when it replaces it."""
+        if override.filter is not None and override.filter_mode == "replace":
+            nodes: BoolArray = ctx.nodes().copy()
+            return nodes
+        if not self.incremental:
+            return self.filter(ctx).feasible
+        feasible: BoolArray = self._row_local(ctx).feasible.copy()
+        for plugin in self._other_filters:
+            result = plugin.filter(ctx)
+            if result.passed is not None:
+                feasible &= result.passed[: len(feasible)]
+        return feasible
+
     def _select(self, feasible: BoolArray, total: IntArray) -> int:
         masked = np.where(feasible, total, _NEVER)
         ties = np.flatnonzero(masked == masked.max())
@@ -404,6 +437,9 @@ class Pipeline:
     def schedule(self, ctx: CycleContext, override: StageOverride | None = None, *,
                  explain: bool = False, sample: bool = False) -> ScheduleResult:
         """One attempt. ``sample`` also times every plugin (for plugin metrics)."""
+        if override is not None and override.evaluate is not None:
+            raise ValueError(f"stage override {override.name} runs off the scheduling loop: "
+                             "schedule with what its evaluate() resolves to")
         extends_only = override is None or (
             (override.filter is None or override.filter_mode == "extend")
             and (override.score is None or override.score_mode == "extend"))

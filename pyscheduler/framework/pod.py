@@ -28,6 +28,7 @@ from pyscheduler.api.quantity import QuantityError, milli_value, parse_quantity,
 __all__ = [
     "DEFAULT_MEMORY_REQUEST",
     "DEFAULT_MILLI_CPU_REQUEST",
+    "MAX_QUANTITY",
     "AffinityTerm",
     "HostPort",
     "NodeSelectorRequirement",
@@ -43,16 +44,24 @@ __all__ = [
 
 DEFAULT_MILLI_CPU_REQUEST = 100
 DEFAULT_MEMORY_REQUEST = 200 * 1024 * 1024
+# The largest amount of any resource the scheduler counts (see the module docstring).
+MAX_QUANTITY = 2**53
 
 Obj = Mapping[str, Any]
 
 
 class PodSpecError(ValueError):
-    """A pod whose spec cannot be scheduled as written; ``problems`` lists every issue."""
+    """A pod whose spec cannot be scheduled as written; ``problems`` lists every issue.
 
-    def __init__(self, problems: list[str]) -> None:
+    ``partial`` is the pod as far as it could be parsed (requests capped at
+    :data:`MAX_QUANTITY`), when parsing got that far: a pod already running on a node still
+    uses that node, and the cache counts what it can of it.
+    """
+
+    def __init__(self, problems: list[str], partial: PodInfo | None = None) -> None:
         super().__init__("; ".join(problems))
         self.problems = problems
+        self.partial = partial
 
 
 @dataclass(frozen=True, slots=True)
@@ -264,7 +273,13 @@ def _pod_requests(spec: Obj, problems: list[str]) -> tuple[dict[str, int], int, 
     _add(total, overhead)
     nonzero_cpu += overhead.get("cpu", 0)
     nonzero_mem += overhead.get("memory", 0)
-    return total, nonzero_cpu, nonzero_mem
+    for name, amount in total.items():
+        if amount > MAX_QUANTITY:
+            unit = "m" if name == "cpu" else ""
+            problems.append(f"resources: the pod requests {amount}{unit} {name} in all, more "
+                            f"than the scheduler can count (at most {MAX_QUANTITY}{unit})")
+            total[name] = MAX_QUANTITY
+    return total, min(nonzero_cpu, MAX_QUANTITY), min(nonzero_mem, MAX_QUANTITY)
 
 
 _NODE_OPERATORS = ("In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt")
@@ -456,7 +471,21 @@ def _affinity_terms(items: Any, where: str, namespace: str, labels: Mapping[str,
 
 
 def pod_info(obj: Obj) -> PodInfo:
-    """Parse a pod; raises :class:`PodSpecError` listing every problem found."""
+    """Parse a pod; raises :class:`PodSpecError` listing every problem found.
+
+    Nothing else escapes: a shape the checks below do not foresee (a list where an object
+    belongs, a priority that is not a number) is reported as a problem too, so that one
+    malformed pod is that pod's problem and never a fault of the caller.
+    """
+    try:
+        return _pod_info(obj)
+    except PodSpecError:
+        raise
+    except Exception as exc:
+        raise PodSpecError([f"the pod cannot be read: {type(exc).__name__}: {exc}"]) from exc
+
+
+def _pod_info(obj: Obj) -> PodInfo:
     problems: list[str] = []
     meta = obj.get("metadata") or {}
     spec = obj.get("spec") or {}
@@ -531,5 +560,5 @@ def pod_info(obj: Obj) -> PodInfo:
         raw=dict(obj),
     )
     if problems:
-        raise PodSpecError(problems)
+        raise PodSpecError(problems, info)
     return info

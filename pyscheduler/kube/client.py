@@ -124,6 +124,17 @@ def _strip_bearer(value: str | None) -> str | None:
     return value.strip() or None
 
 
+def _one_line(exc: BaseException) -> str:
+    """An error's text on one line (YAML parsers explain over several, with the file name)."""
+    import yaml
+
+    if isinstance(exc, yaml.MarkedYAMLError):
+        mark = exc.problem_mark
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        return f"not valid YAML{where}: {exc.problem or exc.context or 'syntax error'}"
+    return " ".join(str(exc).split()) or type(exc).__name__
+
+
 def load_config(path: str | None = None, *, context: str | None = None) -> ConnectionConfig:
     """Load a :class:`ConnectionConfig` (blocking: reads files, may run a credential plugin).
 
@@ -160,8 +171,8 @@ def load_config(path: str | None = None, *, context: str | None = None) -> Conne
             except Exception as exc:
                 raise ConfigError(
                     f"no Kubernetes configuration: not in a cluster ({incluster_exc}) and the "
-                    f"default kubeconfig ($KUBECONFIG or ~/.kube/config) failed to load: {exc}"
-                ) from None
+                    f"default kubeconfig ($KUBECONFIG or ~/.kube/config) failed to load: "
+                    f"{_one_line(exc)}") from None
             source = f"kubeconfig {default_kubeconfig}"
     else:
         try:
@@ -169,7 +180,8 @@ def load_config(path: str | None = None, *, context: str | None = None) -> Conne
                       client_configuration=cfg, persist_config=False)
         except Exception as exc:
             raise ConfigError(f"cannot load kubeconfig {path or default_kubeconfig}"
-                              f"{f' context {context!r}' if context else ''}: {exc}") from None
+                              f"{f' context {context!r}' if context else ''}: "
+                              f"{_one_line(exc)}") from None
         source = f"kubeconfig {path or default_kubeconfig}"
     if not cfg.host:
         raise ConfigError(f"{source} names no API server")

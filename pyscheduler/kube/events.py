@@ -282,6 +282,11 @@ class EventRecorder:
 
     # -- lifecycle -----------------------------------------------------------------------------
 
+    @property
+    def task(self) -> asyncio.Task[None] | None:
+        """The background writer's task while started."""
+        return self._task
+
     def start(self) -> asyncio.Task[None]:
         """Start the background writer on the running loop (idempotent)."""
         if self._task is None or self._task.done():

@@ -208,6 +208,11 @@ class Informer:
     def running(self) -> bool:
         return self._task is not None and not self._task.done()
 
+    @property
+    def task(self) -> asyncio.Task[None] | None:
+        """The list+watch task while started (for a supervisor to watch)."""
+        return self._task
+
     def start(self) -> asyncio.Task[None]:
         """Start listing and watching in a task on the running loop (idempotent)."""
         if self._task is None or self._task.done():

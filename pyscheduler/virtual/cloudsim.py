@@ -922,6 +922,7 @@ def serve_command(args: argparse.Namespace) -> int:
         return 2
 
     async def run() -> int:
+        stop = stop_on_signals()
         server = CloudSimServer(sim, host=args.host, port=args.port)
         try:
             url = await server.start()
@@ -937,7 +938,6 @@ def serve_command(args: argparse.Namespace) -> int:
                   f"{s.max_instance_cpu_millis / 1000:g} CPU/"
                   f"{s.max_instance_memory_bytes / GIB:g}Gi, addresses {pool.prefix}*",
                   flush=True)
-        stop = stop_on_signals()
         try:
             await stop.wait()
         finally:

@@ -312,6 +312,11 @@ class VirtualNodeManager:
 
     # -- lifecycle -----------------------------------------------------------------------------
 
+    @property
+    def tasks(self) -> dict[str, asyncio.Task[None]]:
+        """The long-lived tasks while started, for the process to watch."""
+        return {task.get_name(): task for task in self._tasks}
+
     async def start(self) -> None:
         """Register every node (one capacity call each, bounded by ``cloud_timeout_seconds``)
         and start the status and heartbeat loops. Failures are logged and retried by the loops,

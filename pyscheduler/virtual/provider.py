@@ -738,6 +738,11 @@ class VirtualPodProvider:
     def running(self) -> bool:
         return bool(self._tasks)
 
+    @property
+    def tasks(self) -> dict[str, asyncio.Task[None]]:
+        """The long-lived tasks while started, for the process to watch."""
+        return {task.get_name(): task for task in self._tasks}
+
     async def start(self) -> None:
         """Start the informers, the workers and the reconciler. Returns at once; work begins
         when the informers have synced and the pools have been listed once (see

@@ -39,7 +39,6 @@ import numpy as np
 import structlog
 
 from pyscheduler.config import RebalancerConfig
-from pyscheduler.framework.interface import CycleContext
 from pyscheduler.framework.pod import PodInfo, PodSpecError, pod_info
 from pyscheduler.kube.errors import (
     AlreadyExistsError,
@@ -104,9 +103,14 @@ class Rebalancer:
 
     # -- running -------------------------------------------------------------------------------
 
+    @property
+    def tasks(self) -> dict[str, asyncio.Task[None]]:
+        """The long-lived task while started, for the process to watch."""
+        return {"rebalancer": self._task} if self._task is not None else {}
+
     def start(self) -> None:
         if self.settings.enabled and self._task is None:
-            self._task = asyncio.get_running_loop().create_task(self._run())
+            self._task = asyncio.get_running_loop().create_task(self._run(), name="rebalancer")
 
     async def stop(self) -> None:
         # cancel_and_wait cancels again until a task has ended: a single cancel can be lost
@@ -124,7 +128,9 @@ class Rebalancer:
             self._poke.clear()
             await asyncio.sleep(0.2)  # let the event that poked us settle in the cache
             try:
-                self.sweep()
+                await self.sweep()
+            except asyncio.CancelledError:
+                raise
             except Exception:  # a sweep never stops the loop
                 log.exception("rebalance sweep failed")
 
@@ -145,7 +151,7 @@ class Rebalancer:
         except ValueError:
             return self.clock()
 
-    def sweep(self) -> list[tuple[str, str]]:
+    async def sweep(self) -> list[tuple[str, str]]:
         """One pass: returns (pod key, outcome) for every pod looked at."""
         s = self.settings
         sched = self.scheduler
@@ -153,7 +159,7 @@ class Rebalancer:
         per_namespace: dict[str, int] = {}
         moves = 0
         room = self._most_room()
-        for obj in sorted(self.virtual_pods.values(), key=self._order):
+        for obj in sorted(list(self.virtual_pods.values()), key=self._order):
             meta = obj["metadata"]
             uid, key = str(meta.get("uid")), f"{meta.get('namespace')}/{meta.get('name')}"
             if uid in self.moving:
@@ -173,7 +179,9 @@ class Rebalancer:
             if per_namespace.get(ns, 0) >= s.max_moves_per_namespace:
                 outcomes.append((key, "namespace-limit"))
                 continue
-            target = self._fit(obj) if self._may_fit(obj, room) else None
+            target = await self._fit(obj) if self._may_fit(obj, room) else None
+            if uid in self.moving or uid not in self.virtual_pods:
+                continue  # moved or gone while its placement was worked out
             if target is None:
                 outcomes.append((key, "no-fit"))
                 continue
@@ -224,24 +232,20 @@ class Rebalancer:
             return True  # _fit reports it
         return requests.get("cpu", 0) <= room[0] and requests.get("memory", 0) <= room[1]
 
-    def _fit(self, obj: Obj) -> str | None:
+    async def _fit(self, obj: Obj) -> str | None:
         """The real node the scheduler's pipeline would choose for the pod now, or None."""
-        sched = self.scheduler
         clone = copy.deepcopy(obj)
         clone["spec"].pop("nodeName", None)
         clone["metadata"]["uid"] = f"rebalance:{obj['metadata']['uid']}"
         try:
-            pod = pod_info(clone)
-            selection = sched.select(pod) if sched.select is not None else None
-            override = selection.active if selection is not None else None
-            ctx = CycleContext.for_pod(pod, sched.cache.table, sched._namespaces_matching)
-            result = sched.pipeline.schedule(ctx, override)
+            node: str | None = await self.scheduler.try_placement(pod_info(clone))
+            return node
+        except asyncio.CancelledError:
+            raise
         except Exception as exc:  # fragment unavailable, a spec we cannot read...
             log.info("rebalance: cannot evaluate pod", pod=obj["metadata"].get("name"),
                      error=str(exc))
             return None
-        node: str | None = result.node
-        return node
 
     def reserve(self, obj: Obj, node: str) -> str | None:
         """Hold ``obj``'s requests on ``node`` in the cache (an assumed placeholder pod)."""

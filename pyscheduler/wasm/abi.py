@@ -11,6 +11,12 @@ The guest's view of the table is fixed at instantiation: ``capacity`` rows, ``R`
 ``label_capacity`` label key columns. When the table outgrows any of them the caller creates a
 fresh :class:`Guest` (:class:`Resize`), which is also what happens after any failed call: an
 instance that trapped is never called again.
+
+Threads: the work is split so that guest code never runs on the scheduling loop. Constructing a
+:class:`Guest` (instantiation and ``wssp_init``) and the stage calls (:meth:`Guest.call_filter`,
+:meth:`Guest.call_score`) touch only guest memory; :meth:`Guest.attach` and :meth:`Guest.begin`
+read the node table and run no guest code. The scheduler runs the former on the fragment's
+worker thread and the latter on the loop, never both at once for one guest.
 """
 
 from __future__ import annotations
@@ -18,6 +24,7 @@ from __future__ import annotations
 import struct
 import time
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -27,6 +34,7 @@ import orjson
 from pyscheduler.framework.interface import CycleContext, FilterResult, Reason
 from pyscheduler.framework.nodetable import BoolArray, IntArray, NodeTable
 from pyscheduler.framework.pod import NodeSelectorRequirement, PodInfo
+from pyscheduler.wasm import meter
 from pyscheduler.wasm.errors import CallError, LoadError
 from pyscheduler.wasm.vm import Instance, Module
 
@@ -37,6 +45,7 @@ __all__ = [
     "CTX_SIZE",
     "Guest",
     "Resize",
+    "TableShape",
     "abi_marker",
     "check_module",
 ]
@@ -65,6 +74,18 @@ _STAGE_INIT, _STAGE_FILTER, _STAGE_SCORE = 0, 1, 2
 ALL_ROWS = 0xFFFFFFFF  # n_changed: every row may have changed (ABI.md §4.3)
 
 LogFn = Callable[[int, bytes], None]
+
+
+@dataclass(frozen=True, slots=True)
+class TableShape:
+    """What an instance's buffers are sized for: rows and resource columns."""
+
+    capacity: int
+    resources: tuple[str, ...]
+
+    @classmethod
+    def of(cls, table: NodeTable) -> TableShape:
+        return cls(table.capacity, tuple(table.resources))
 
 
 class Resize(Exception):
@@ -103,6 +124,18 @@ def check_module(module: Module, *, filter: bool, score: bool) -> None:
     """Refuse a module that cannot serve the configured stages (ABI.md §1)."""
     exports = module.exports
     abi_marker(exports)
+    marker = f"wssp_abi_v{ABI_MAJOR}"
+    if exports[marker] == "func":
+        sig = module._signature(marker)
+        if sig.params or sig.results != (meter.I32,):
+            raise LoadError(f"export {marker} must be a function () -> i32 or an i32 global, "
+                            f"not a function {meter.describe_sig(sig)}")
+    elif exports[marker] != "global" or module.export_globals.get(marker) != meter.I32:
+        kind = exports[marker]
+        if kind == "global":
+            kind = f"{meter.type_name(module.export_globals.get(marker, 0))} global"
+        raise LoadError(f"export {marker} must be a function () -> i32 or an i32 global, "
+                        f"not a {kind}")
     needed = {"memory": "memory", "wssp_alloc": "func", "wssp_init": "func"}
     if filter:
         needed["wssp_filter"] = "func"
@@ -130,23 +163,28 @@ def _split_lines(data: bytes) -> list[str]:
 class Guest:
     """One fragment instance with the node table resident in its memory."""
 
-    def __init__(self, module: Module, config: Mapping[str, Any] | None, table: NodeTable, *,
-                 log: LogFn | None = None, label_capacity: int = 16) -> None:
+    def __init__(self, module: Module, config: Mapping[str, Any] | None,
+                 shape: TableShape, *, log: LogFn | None = None,
+                 label_capacity: int = 16) -> None:
+        """Instantiate, run ``wssp_init`` and allocate the buffers for a table of ``shape``.
+
+        Runs guest code and reads no node table: the scheduler does this on the fragment's
+        worker thread. :meth:`attach` then writes the table, on the scheduling loop."""
         self.instance: Instance = module.instantiate(log)
         self.minor = guest_minor(self.instance, module.exports)
         self.mem = self.instance.memory()
         self._views: _Views | None = None
         self._last_pod: CycleContext | None = None
         self._taints_written = True  # the buffer is fresh: treat it as needing a write
-        self.table = table
-        self.capacity = max(table.capacity, 64)
-        self.resources = list(table.resources)
+        self.table: NodeTable | None = None
+        self.capacity = max(shape.capacity, 64)
+        self.resources = list(shape.resources)
         self._seen = -1
         self._labels_seen = -1
         self._names_seen = -1
         self._pod_cap = 0
         self._pod_ptr = 0
-        self._head = struct.Struct(f"<II{len(table.resources)}qqqiIII8I")
+        self._head = struct.Struct(f"<II{len(self.resources)}qqqiIII8I")
         self._requirements_cache: dict[tuple[Any, ...], tuple[bytes, int]] = {}
         self.guest_seconds = 0.0  # time inside the guest's stage calls (the rest is host work)
         self.guest_calls = 0
@@ -156,13 +194,16 @@ class Guest:
         # arrays, or None for "every row" (the first call, a change that is not per row).
         self._pending: list[list[npt.NDArray[np.intp]] | None] = [None, None, None]
         self._pending_rows = [0, 0, 0]
+        # What begin() saw of the table, for the stage calls that follow it.
+        self._valid: BoolArray = np.zeros(0, np.bool_)
+        self._names: Sequence[str] = ()
         ctx = self.ctx = self._alloc(CTX_SIZE)
         names = _lines(self.resources)
         self._set_text("resource_names", names, _RES_NAMES, _RES_NAMES_LEN)
         self._u32(_ABI, ABI_MAJOR)
         self._u32(_CAPACITY, self.capacity)
         self._u32(_NRES, len(self.resources))
-        self._u32(_COUNT, table.n)
+        self._u32(_COUNT, 0)
         self._u32(_HOST_MINOR, ABI_MINOR)
         config_text = orjson.dumps(dict(config or {}))
         config_ptr = self._alloc(max(len(config_text), 1))
@@ -177,10 +218,10 @@ class Guest:
         if status != 0:
             raise LoadError(f"wssp_init returned {status} (the fragment refused its config)")
         self.reasons = _split_lines(self._read_text(_REASONS, _REASONS_LEN, "reasons"))
-        wanted = [k for k in _split_lines(
+        self._wanted = [k for k in _split_lines(
             self._read_text(_WANT_LABELS, _WANT_LABELS_LEN, "want_labels")) if k]
         self.label_keys: list[str] = []
-        self.label_capacity = max(label_capacity, 2 * len(wanted), 4)
+        self.label_capacity = max(label_capacity, 2 * len(self._wanted), 4)
         c = self.capacity
         r = len(self.resources)
         self._alloc_ptr = self._alloc(8 * r * c)
@@ -204,9 +245,25 @@ class Guest:
         self._u32(_LABEL_CAP, self.label_capacity)
         mem = self.mem
         mem[self._labels_ptr: self._labels_ptr + 4 * self.label_capacity * c] = 0xFF  # all -1
-        for key in wanted:
+
+    def attach(self, table: NodeTable) -> None:
+        """Mirror ``table`` (every row, and the label columns the guest asked for) into the
+        buffers; :class:`Resize` when it no longer fits them. On the scheduling loop: it reads
+        the table, and runs no guest code."""
+        if self.table is not None:
+            raise ValueError("a guest mirrors one table")
+        self.table = table
+        self._check_shape()
+        for key in self._wanted:
             self._add_label_key(key)
         self.sync()
+
+    @property
+    def _table(self) -> NodeTable:
+        table = self.table
+        if table is None:
+            raise ValueError("the guest is not attached to a node table")
+        return table
 
     # -- raw memory ----------------------------------------------------------------------------
 
@@ -327,13 +384,13 @@ class Guest:
         self._set_text("label_keys", _lines(self.label_keys), _LABEL_KEYS, _LABEL_KEYS_LEN)
         self._u32(_NLABELS, len(self.label_keys))
         index = len(self.label_keys) - 1
-        self._write_label_column(index, np.arange(self.table.n))
+        self._write_label_column(index, np.arange(self._table.n))
         self._write_label_values(index)
         self._mark_all()
         return index
 
     def _label_ids(self, key: str, rows: npt.NDArray[np.intp]) -> npt.NDArray[np.int32]:
-        table = self.table
+        table = self._table
         if key == NAME_FIELD:
             ids: npt.NDArray[np.int32] = np.where(table.valid[rows], rows, -1).astype(np.int32)
             return ids
@@ -351,9 +408,9 @@ class Guest:
     def _write_label_values(self, index: int) -> None:
         key = self.label_keys[index]
         if key == NAME_FIELD:
-            values = list(self.table.names[: self.table.n])
+            values = list(self._table.names[: self._table.n])
         else:
-            column = self.table.label_index.get(key)
+            column = self._table.label_index.get(key)
             values = [""] * (len(column.counts) if column is not None else 0)
             if column is not None:
                 for value, i in column.ids_by_value.items():
@@ -362,7 +419,7 @@ class Guest:
         self._write(self._values_ptr + 8 * index, struct.pack("<II", ptr, len(_lines(values))))
 
     def _write_names(self) -> None:
-        table = self.table
+        table = self._table
         encoded = [name.encode() for name in table.names[: table.n]]
         blob = b"".join(encoded)
         base = self._set_text("node_names", blob)
@@ -374,14 +431,14 @@ class Guest:
 
     def _check_shape(self) -> None:
         """:class:`Resize` when the table no longer fits this instance's buffers."""
-        if self.table.capacity > self.capacity:
-            raise Resize(f"node table grew to {self.table.capacity} rows")
-        if len(self.table.resources) != len(self.resources):
+        if self._table.capacity > self.capacity:
+            raise Resize(f"node table grew to {self._table.capacity} rows")
+        if len(self._table.resources) != len(self.resources):
             raise Resize("new resource columns")
 
     def sync(self) -> None:
         """Rewrite the rows changed since the last sync (all of them the first time)."""
-        table = self.table
+        table = self._table
         self._check_shape()
         n = table.n
         if table.generation != self._seen:
@@ -406,7 +463,7 @@ class Guest:
 
     def _write_row(self, slot: int) -> None:
         """One changed row (the usual case: a pod was assumed or bound)."""
-        table = self.table
+        table = self._table
         views = self._typed()
         r = len(self.resources)
         views.allocatable[:, slot] = table.allocatable[slot, :r]
@@ -425,7 +482,7 @@ class Guest:
                 views.labels[index, slot] = column.ids[slot] if column is not None else -1
 
     def _write_rows(self, rows: npt.NDArray[np.intp]) -> None:
-        table = self.table
+        table = self._table
         r = len(self.resources)
         self._i64_columns(self._alloc_ptr, r)[:, rows] = table.allocatable[rows, :r].T
         self._i64_columns(self._req_ptr, r)[:, rows] = table.requested[rows, :r].T
@@ -448,9 +505,9 @@ class Guest:
         values: list[int] = []
         if op in (0, 1):
             if key == NAME_FIELD:
-                values = [self.table.slots.get(v, -1) for v in req.values]
+                values = [self._table.slots.get(v, -1) for v in req.values]
             else:
-                column = self.table.label_index.get(key)
+                column = self._table.label_index.get(key)
                 values = [column.ids_by_value.get(v, -1) if column is not None else -1
                           for v in req.values]
         elif op in (4, 5):
@@ -464,7 +521,7 @@ class Guest:
         """The encoded node requirements of ``pod`` and their count, remembered per selector
         (pods of one template share them) until node labels change."""
         key = (tuple(sorted(pod.node_selector.items())), pod.required_terms,
-               self.table.label_generation)
+               self._table.label_generation)
         cached = self._requirements_cache.get(key)
         if cached is not None:
             return cached
@@ -502,7 +559,7 @@ class Guest:
         return b"".join((head, requirements, ns, name, labels, notes))
 
     def _write_pod(self, ctx: CycleContext) -> None:
-        if ctx is self._last_pod and self._labels_seen == self.table.label_generation:
+        if ctx is self._last_pod and self._labels_seen == self._table.label_generation:
             return  # the score call of the cycle whose filter call wrote it
         self._last_pod = ctx
         record = self._pod_record(ctx.pod, ctx.request)
@@ -512,10 +569,10 @@ class Guest:
             self._u32(_POD, self._pod_ptr)
         self._write(self._pod_ptr, record)
         self._typed().header[_POD_LEN // 4] = len(record)
-        n = self.table.n
+        n = self._table.n
         untolerated: npt.NDArray[np.uint8] | None = None
         tolerations = ctx.pod.tolerations
-        for taint, mask in self.table.taint_index.items():
+        for taint, mask in self._table.taint_index.items():
             if taint.effect not in _DO_NOT_SCHEDULE:
                 continue
             if any(t.tolerates(taint.key, taint.value, taint.effect) for t in tolerations):
@@ -525,7 +582,7 @@ class Guest:
             untolerated |= mask[:n].view(np.uint8)
         # kube's NodeUnschedulable: a cordoned node is fine for a pod tolerating the
         # node.kubernetes.io/unschedulable:NoSchedule taint.
-        cordoned = self.table.unschedulable[:n]
+        cordoned = self._table.unschedulable[:n]
         if np.count_nonzero(cordoned) and not any(
                 t.tolerates(_CORDON_TAINT, "", "NoSchedule") for t in tolerations):
             if untolerated is None:
@@ -538,13 +595,17 @@ class Guest:
             self._rewrite(self._typed().taints[:n], np.zeros(n, np.uint8))
             self._taints_written = False
 
-    def prepare(self, ctx: CycleContext) -> None:
-        """Bring the mirror and the pod record up to date for one stage call."""
+    def begin(self, ctx: CycleContext) -> None:
+        """Bring the mirror and the pod record up to date for this pod's stage calls, and keep
+        what those calls need of the table. On the scheduling loop: it reads the table."""
         if ctx.table is not self.table:
             raise Resize("a different node table")
         self._check_shape()  # before the per-pod columns are written for the table's rows
         self._write_pod(ctx)  # may add label key columns, which sync then keeps current
         self.sync()
+        table = ctx.table
+        self._valid = table.valid[: table.n].copy()
+        self._names = table.names  # read for error messages only
 
     def _call(self, export: str, stage: int) -> None:
         self._publish(stage)
@@ -563,14 +624,22 @@ class Guest:
             self.instance.poisoned = True
             raise CallError("return", f"{export} returned {status}")
 
-    def filter(self, ctx: CycleContext) -> FilterResult:
-        self.prepare(ctx)
-        n = self.table.n
+    def _name(self, row: int) -> str:
+        names = self._names
+        return names[row] if row < len(names) else f"row {row}"
+
+    # The stage calls for the pod of the last begin(). They touch guest memory and what begin()
+    # kept, never the node table, so the scheduler runs them on the fragment's worker thread
+    # while the loop goes on changing the table.
+
+    def call_filter(self) -> FilterResult:
+        """``wssp_filter``, its verdicts checked (rows as begin() saw them)."""
+        valid = self._valid
+        n = len(valid)
         if not self.minor:  # from minor 1 on the outputs are the guest's own, kept between calls
             self._typed().verdicts[:n] = 0
         self._call("wssp_filter", _STAGE_FILTER)
         verdicts = self._typed().verdicts[:n]
-        valid = self.table.valid[:n]
         if not n or not np.count_nonzero(verdicts):
             return FilterResult(valid.copy(), [])  # the usual answer: every node passes
         live = np.where(valid, verdicts, 0)
@@ -578,7 +647,7 @@ class Guest:
         if worst > len(self.reasons):
             self.instance.poisoned = True
             row = int(np.argmax(live))
-            raise CallError("output", f"verdict {worst} for node {self.table.names[row]} is "
+            raise CallError("output", f"verdict {worst} for node {self._name(row)} is "
                                       f"not a registered reason (the fragment registered "
                                       f"{len(self.reasons)})")
         passed: BoolArray = live == 0
@@ -587,10 +656,11 @@ class Guest:
             reasons.append(Reason(self.reasons[rid - 1] or f"reason {rid}", live == rid))
         return FilterResult(passed, reasons)
 
-    def score(self, ctx: CycleContext, feasible: BoolArray) -> IntArray:
-        self.prepare(ctx)
-        n = self.table.n
-        candidates = feasible[:n] & self.table.valid[:n]
+    def call_score(self, feasible: BoolArray) -> IntArray:
+        """``wssp_score`` over the ``feasible`` rows, its scores checked."""
+        valid = self._valid
+        n = len(valid)
+        candidates = feasible[:n] & valid
         self._rewrite(self._typed().candidates[:n], candidates.view(np.uint8), (_STAGE_SCORE,))
         self._call("wssp_score", _STAGE_SCORE)
         scores: IntArray = np.where(candidates, self._typed().scores[:n], 0)
@@ -600,8 +670,18 @@ class Guest:
             self.instance.poisoned = True
             row = int(np.argmax(bad))
             raise CallError("output", f"score {int(scores[row])} for node "
-                                      f"{self.table.names[row]} is outside 0..{MAX_SCORE}")
+                                      f"{self._name(row)} is outside 0..{MAX_SCORE}")
         return scores
+
+    # One stage for one pod, begin() included: for callers on one thread (tests, what-if).
+
+    def filter(self, ctx: CycleContext) -> FilterResult:
+        self.begin(ctx)
+        return self.call_filter()
+
+    def score(self, ctx: CycleContext, feasible: BoolArray) -> IntArray:
+        self.begin(ctx)
+        return self.call_score(feasible)
 
 
 class _Views:

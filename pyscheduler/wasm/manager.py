@@ -3,14 +3,32 @@
 Life of a resource
 ------------------
 The manager watches the resources (an informer on the custom resource). A new generation is
-parsed and validated (:func:`parse_resource`), its status set to ``Loading``, and then loaded off
-the event loop — fetch (:func:`storage.fetch`, sha256 verified), compile and check the ABI
-(:meth:`Fragment.compile`) — and finally instantiated over the scheduler's node table on the
-loop (``wssp_init`` and the first full write of the table happen here, before anything is
-swapped). Only then does the new version replace the old one, in one dictionary assignment:
+parsed and validated (:func:`parse_resource`, and its limits against the scheduler's
+``fragments.maxTimeoutMilliseconds``), its status set to ``Loading``, and then loaded without
+ever running on the event loop: fetch (:func:`storage.fetch`, sha256 verified), compile and check
+the ABI (:meth:`Fragment.compile`) in a worker thread, then instantiate (``wssp_init``) on the
+fragment's own call thread; only the first full write of the node table into the instance
+happens on the loop. Then the new version replaces the old one, in one dictionary assignment:
 a pod whose cycle already picked the old :class:`StageOverride` finishes on it, the next pod gets
 the new one. A load that fails at any step leaves the previous version serving and records
-``Failed`` with the reason in the resource's status.
+``Failed`` with the reason in the resource's status at once. A failed *fetch* may pass (object
+storage restarting, a network blip): it is retried with backoff (10 s doubling to 5 min), and
+``status.nextAttemptAt`` says when; a module that fetched but does not load is not retried (its
+bytes are pinned by the sha256) until the resource changes.
+
+Without the CRD installed, fragments are off: start-up says so once, with the command that
+installs it, and then checks quietly every 30 s, so that installing the CRD later turns fragments
+on without a restart.
+
+Calls and quarantine
+--------------------
+A resource's stage override runs its calls through :meth:`Fragment.evaluate` (off the loop, one
+pod at a time per fragment). A fragment whose calls keep failing is quarantined
+(:class:`~pyscheduler.wasm.fragment.Breaker`): the resource's phase turns ``Quarantined`` with
+``nextAttemptAt``, ``pyscheduler_fragment_quarantined`` is 1, and every pod naming it gets the
+failure policy at once instead of waiting for a call that will fail; it turns ``Ready`` again
+when a trial call succeeds. The guest's ``wssp.log`` lines are rate-limited per fragment
+(:class:`~pyscheduler.wasm.guestlog.GuestLog`).
 
 Selection per pod
 -----------------
@@ -26,12 +44,14 @@ shadow version is scheduled by the active version (or the default logic when non
 newest Ready shadow version is evaluated next to it; the scheduler counts disagreements.
 
 Failure policies apply per call (:class:`CallError`): ``Fail`` raises :class:`StageFailed`,
-``Ignore`` makes the stage a no-op, ``Default`` hands the stage to the built-in plugins.
+``Ignore`` makes the stage a no-op, ``Default`` hands the stage to the built-in plugins. When the
+filter call fails, the score call of the same pod is not made and the policy applies to it too.
 """
 
 from __future__ import annotations
 
 import asyncio
+import datetime as dt
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -39,18 +59,22 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import structlog
 
-from pyscheduler.framework.interface import CycleContext, FilterResult
+from pyscheduler.config import FragmentsConfig
+from pyscheduler.framework.interface import CycleContext, FilterResult, Reason
 from pyscheduler.framework.nodetable import BoolArray, IntArray, NodeTable
 from pyscheduler.framework.pipeline import Selection, StageFailed, StageOverride, StageUnavailable
 from pyscheduler.framework.pod import PodInfo
 from pyscheduler.kube.errors import NotFoundError
-from pyscheduler.kube.informer import Informer
+from pyscheduler.kube.informer import Backoff, Informer
+from pyscheduler.kube.tasks import Supervisor, cancel_and_wait
 from pyscheduler.metrics import SchedulerMetrics
 from pyscheduler.wasm import storage
-from pyscheduler.wasm.errors import CallError, FragmentError
-from pyscheduler.wasm.fragment import Fragment
+from pyscheduler.wasm.errors import CallError, FragmentError, StorageError
+from pyscheduler.wasm.fragment import Answers, Breaker, BreakerState, Fragment, unchanged_rows
+from pyscheduler.wasm.guestlog import GuestLog
 from pyscheduler.wasm.resource import (
     GROUP,
     PLURAL,
@@ -68,6 +92,7 @@ from pyscheduler.wasm.vm import Limits
 
 __all__ = [
     "ANNOTATION",
+    "CRD_INSTALL_HINT",
     "PACKAGED_DIR",
     "FragmentManager",
     "LoadedFragment",
@@ -78,6 +103,12 @@ log = structlog.get_logger("pyscheduler.wasm")
 ANNOTATION = "wssp/schedulefragment"
 PACKAGED_DIR = Path(__file__).parent / "fragments"
 RESOURCE_PATH = f"/apis/{GROUP}/{VERSION}/{PLURAL}"
+CRD_INSTALL_HINT = "kubectl apply -f manifests/crd-wsspschedulerconfiguration.yaml"
+CRD_CHECK_SECONDS = 30.0
+FETCH_RETRY_INITIAL_SECONDS = 10.0
+FETCH_RETRY_MAX_SECONDS = 300.0
+# Rows whose node changed while a fragment's calls ran: the fragment never saw that node.
+CHANGED_ROW_REASON = "node(s) changed while the fragment was deciding"
 Version = tuple[int, int, int]
 
 
@@ -100,6 +131,8 @@ class _Entry:
     message: str
     serving: LoadedFragment | None = None
     loading: int | None = None  # generation being loaded
+    retry: Backoff | None = None  # fetch retries of the generation being loaded
+    next_attempt: str | None = None
 
 
 def _override_name(resource: str) -> str:
@@ -107,8 +140,8 @@ def _override_name(resource: str) -> str:
     return f"fragment:{resource}"
 
 
-def _rfc3339() -> str:
-    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+def _rfc3339(after: float = 0.0) -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time() + after))
 
 
 def packaged_spec(name: str, version: Version) -> FragmentSpec:
@@ -122,32 +155,72 @@ def packaged_spec(name: str, version: Version) -> FragmentSpec:
         limits=FragmentLimits(), failure_policy="Default", shadow=False, runtime=None)
 
 
+def _on_current_rows(verdict: FilterResult, same: BoolArray) -> FilterResult:
+    """``verdict`` over the table's current rows: a row that changed node since the calls
+    began fails (the fragment never judged that node)."""
+    n = len(same)
+    if verdict.passed is None:
+        return verdict
+    if len(verdict.passed) == n and bool(same.all()):
+        return verdict
+    m = min(n, len(verdict.passed))
+    passed = np.zeros(n, np.bool_)
+    passed[:m] = verdict.passed[:m]
+    passed &= same
+    reasons = []
+    for reason in verdict.reasons:
+        failed = np.zeros(n, np.bool_)
+        failed[:m] = reason.failed[:m]
+        reasons.append(Reason(reason.message, failed & same, reason.unresolvable))
+    reasons.append(Reason(CHANGED_ROW_REASON, ~same))
+    return FilterResult(passed, reasons)
+
+
+def _scores_on_current_rows(scores: IntArray, same: BoolArray) -> IntArray:
+    n = len(same)
+    out = np.zeros(n, np.int64)
+    m = min(n, len(scores))
+    out[:m] = scores[:m]
+    out[~same] = 0
+    return out
+
+
 class FragmentManager:
     """Keeps the fragment set and answers, per pod, which stage overrides apply."""
 
     def __init__(self, table: NodeTable, *, client: Any | None = None,
                  storage_config: storage.StorageConfig | None = None,
-                 runtime: str = "wasmtime", limits: Limits | None = None,
+                 settings: FragmentsConfig | None = None,
                  default: str | None = "default:v1.0.0",
                  metrics: SchedulerMetrics | None = None,
                  on_ready: Callable[[str], None] | None = None,
                  writes_status: Callable[[], bool] = lambda: True,
-                 executor: ThreadPoolExecutor | None = None) -> None:
+                 executor: ThreadPoolExecutor | None = None,
+                 clock: Callable[[], float] = time.monotonic) -> None:
         self.table = table
         self.client = client
         self.storage = storage_config or storage.StorageConfig()
-        self.runtime = runtime
-        self.limits = limits or Limits()
+        self.settings = settings = settings or FragmentsConfig()
+        self.runtime = settings.runtime
+        self.limits = Limits(memory_bytes=settings.memory_mib * 2**20, fuel=settings.fuel,
+                             timeout_seconds=settings.timeout_seconds)
         self.default = selector(default) if default else None
         self.metrics = metrics
         self.on_ready = on_ready
         self.writes_status = writes_status  # only the leader writes resource status
+        self.clock = clock
         self.entries: dict[str, _Entry] = {}
         self.packaged: dict[str, LoadedFragment] = {}
         self._executor = executor or ThreadPoolExecutor(2, thread_name_prefix="fragment-load")
         self._tasks: dict[str, asyncio.Task[None]] = {}
-        self._informer: Any | None = None
+        self._informer: Informer | None = None
+        self._crd_task: asyncio.Task[None] | None = None
         self._status_locks: dict[str, asyncio.Lock] = {}
+        self.crd_installed: bool | None = None  # None: not known yet
+        self.crd_check_seconds = CRD_CHECK_SECONDS
+        # Watches the long-lived tasks started later (the informer, once the CRD appears).
+        self.supervisor: Supervisor | None = None
+        self.fetch_retry_seconds = (FETCH_RETRY_INITIAL_SECONDS, FETCH_RETRY_MAX_SECONDS)
 
     # -- start and stop ------------------------------------------------------------------------
 
@@ -162,28 +235,90 @@ class FragmentManager:
                     spec = packaged_spec(name, version)
                     loaded = await self._load(spec, path.read_bytes())
                     self.packaged[spec.resource_name] = replace(loaded, packaged=True)
-        if self.client is not None:
-            self._informer = Informer(self.client, RESOURCE_PATH, on_add=self._on_resource,
-                                      on_update=lambda old, new: self._on_resource(new),
-                                      on_delete=self._on_deleted, name="fragments")
-            self._informer.start()
+        if self.client is None:
+            return
+        try:
+            await self.client.get(RESOURCE_PATH, {"limit": "1"})
+        except NotFoundError:
+            self.crd_installed = False
+            # Fragments are optional: without the CRD the scheduler schedules with its
+            # built-ins (and the packaged default), and checks now and then, so that
+            # installing the CRD later turns fragments on without a restart.
+            log.warning("WsspSchedulerConfiguration CRD not installed: fragment resources are "
+                        f"off until it is ({CRD_INSTALL_HINT}); checking every "
+                        f"{self.crd_check_seconds:g}s", crd=f"{PLURAL}.{GROUP}")
+            self._crd_task = asyncio.get_running_loop().create_task(
+                self._wait_for_crd(), name="fragments: wait for the CRD")
+            return
+        self.crd_installed = True
+        await self._follow().synced.wait()
+
+    def _follow(self) -> Informer:
+        assert self.client is not None
+        informer = self._informer = Informer(
+            self.client, RESOURCE_PATH, on_add=self._on_resource,
+            on_update=lambda old, new: self._on_resource(new), on_delete=self._on_deleted,
+            name="fragments")
+        informer.start()
+        return informer
+
+    async def _wait_for_crd(self) -> None:
+        assert self.client is not None
+        while True:
+            await asyncio.sleep(self.crd_check_seconds)
             try:
                 await self.client.get(RESOURCE_PATH, {"limit": "1"})
             except NotFoundError:
-                # Fragments are optional: without the CRD the scheduler schedules with its
-                # built-ins (and the packaged default); the informer keeps retrying, so
-                # installing the CRD later turns fragments on without a restart.
-                log.warning("WsspSchedulerConfiguration CRD not installed: fragment resources "
-                            "are ignored until it is", crd=f"{PLURAL}.{GROUP}")
-                return
-            await self._informer.synced.wait()
+                continue
+            except Exception as exc:  # the API server may be away for a while: try later
+                log.debug("checking for the fragment CRD failed", error=str(exc))
+                continue
+            self.crd_installed = True
+            log.info("WsspSchedulerConfiguration CRD installed: following fragment resources")
+            informer = self._follow()
+            if self.supervisor is not None:
+                self.supervisor.unwatch(asyncio.current_task())  # this task's job is done
+                self.supervisor.watch("fragments informer", informer.task)
+            return
+
+    @property
+    def tasks(self) -> dict[str, asyncio.Task[Any]]:
+        """The long-lived tasks of the manager, for the process to watch."""
+        out: dict[str, asyncio.Task[Any]] = {}
+        if self._informer is not None and self._informer.task is not None:
+            out["fragments informer"] = self._informer.task
+        if self._crd_task is not None and not self._crd_task.done():
+            out["fragments CRD check"] = self._crd_task
+        return out
 
     async def stop(self) -> None:
         for task in list(self._tasks.values()):
             task.cancel()
+        await cancel_and_wait(self._crd_task)
         if self._informer is not None:
             await self._informer.stop()
         self._executor.shutdown(wait=False, cancel_futures=True)
+        for loaded in self._serving():
+            loaded.fragment.stop()
+
+    def _serving(self) -> list[LoadedFragment]:
+        out = list(self.packaged.values())
+        out += [e.serving for e in self.entries.values() if e.serving is not None]
+        return out
+
+    def republish(self) -> None:
+        """Write every resource's current phase again (a new leader: what the old leader
+        wrote may be stale)."""
+        for resource, entry in list(self.entries.items()):
+            if entry.spec is None or entry.phase == "Loading":
+                continue
+            serving = entry.serving
+            frag = serving.fragment if serving is not None and \
+                serving.spec.generation == entry.spec.generation else None
+            self._patch_status(resource, status_patch(
+                entry.phase, generation=entry.spec.generation, message=entry.message,
+                digest=frag.digest if frag else None, runtime=frag.runtime if frag else None,
+                now=_rfc3339(), next_attempt=entry.next_attempt))
 
     # -- loading -------------------------------------------------------------------------------
 
@@ -197,8 +332,19 @@ class FragmentManager:
             limits = replace(limits, memory_bytes=spec.limits.memory_bytes)
         return limits
 
+    def _check_limits(self, spec: FragmentSpec) -> None:
+        """:class:`ResourceError` when the resource asks for more than this scheduler allows."""
+        asked = spec.limits.timeout_seconds
+        allowed = self.settings.max_timeout_seconds
+        if asked is not None and asked > allowed:
+            raise ResourceError(spec.resource_name, [
+                f"spec.limits.timeoutMilliseconds: {round(asked * 1000)} is more than this "
+                f"scheduler allows (fragments.maxTimeoutMilliseconds: "
+                f"{round(allowed * 1000)})"])
+
     async def _load(self, spec: FragmentSpec, wasm: bytes | None = None) -> LoadedFragment:
-        """Fetch (unless given), compile off the loop, then instantiate on it."""
+        """Fetch (unless given) and compile in a worker thread, instantiate on the fragment's
+        call thread, write the table on the loop."""
         loop = asyncio.get_running_loop()
         start = time.perf_counter()
         if wasm is None:
@@ -209,34 +355,45 @@ class FragmentManager:
             wasm, name=spec.resource_name, config=spec.config,
             filter=spec.filter is not None, score=spec.score is not None, runtime=runtime,
             limits=self._limits(spec), log=self._guest_log(spec.resource_name)))
-        fragment.prepare(self.table)  # wssp_init + the first table write, on the loop
+        settings = self.settings
+        fragment.call_nice = settings.call_thread_nice
+        fragment.inline_seconds = settings.inline_call_seconds
+        fragment.breaker = Breaker(threshold=settings.quarantine_after_failures,
+                                   cooldown=settings.quarantine_seconds,
+                                   max_cooldown=max(settings.quarantine_seconds, 300.0),
+                                   clock=self.clock)
+        try:
+            await fragment.start(self.table)
+        except BaseException:
+            fragment.stop()
+            raise
         fragment.load_seconds = time.perf_counter() - start
         return LoadedFragment(spec, fragment, self._override(spec, fragment))
 
-    def _guest_log(self, resource: str) -> Callable[[int, bytes], None]:
-        levels = ("debug", "info", "warning", "error")
-
-        def emit(level: int, text: bytes) -> None:
-            method = levels[level] if 0 <= level < len(levels) else "info"
-            getattr(log, method)("fragment log", fragment=resource,
-                                 text=text[:1024].decode("utf-8", "replace"))
-        return emit
+    def _guest_log(self, resource: str) -> GuestLog:
+        metrics = self.metrics
+        counter = metrics.fragment_log_dropped.labels(resource) if metrics is not None else None
+        return GuestLog(resource, rate=self.settings.log_lines_per_second,
+                        burst=self.settings.log_burst,
+                        on_dropped=counter.inc if counter is not None else None)
 
     def _on_resource(self, obj: dict[str, Any]) -> None:
         meta = obj.get("metadata") or {}
         resource = str(meta.get("name") or "")
-        generation = int(meta.get("generation") or 0)
+        given = meta.get("generation")
+        generation = given if isinstance(given, int) else 0
         entry = self.entries.get(resource)
         if entry is not None and entry.spec is not None and entry.spec.generation == generation \
                 and entry.spec.uid == meta.get("uid"):
             return  # a status update (ours, usually): nothing to load
         try:
             spec = parse_resource(obj)
+            self._check_limits(spec)
         except ResourceError as exc:
             message = str(exc)
             if entry is None:
                 entry = self.entries[resource] = _Entry(None, "Failed", message)
-            entry.phase, entry.message = "Failed", message
+            entry.phase, entry.message, entry.next_attempt = "Failed", message, None
             self._count_load(resource, "failure")
             log.warning("fragment resource invalid", fragment=resource, error=message)
             self._patch_status(resource, status_patch(
@@ -249,13 +406,20 @@ class FragmentManager:
             entry.spec = spec
             entry.phase, entry.message = "Loading", ""
         entry.loading = generation
-        old = self._tasks.pop(resource, None)
-        if old is not None:
-            old.cancel()
+        entry.retry = None
+        entry.next_attempt = None
         self._patch_status(resource, status_patch(
             "Loading", generation=generation, message="fetching and compiling",
             now=_rfc3339(), previous=obj.get("status")))
-        task = asyncio.get_running_loop().create_task(self._load_resource(spec, obj))
+        self._start_loading(resource, spec, obj)
+
+    def _start_loading(self, resource: str, spec: FragmentSpec, obj: dict[str, Any],
+                       delay: float = 0.0) -> None:
+        old = self._tasks.pop(resource, None)
+        if old is not None:
+            old.cancel()
+        task = asyncio.get_running_loop().create_task(
+            self._load_resource(spec, obj, delay), name=f"load fragment {resource}")
         self._tasks[resource] = task
 
         def forget(done: asyncio.Task[None]) -> None:
@@ -263,30 +427,34 @@ class FragmentManager:
                 del self._tasks[resource]
         task.add_done_callback(forget)
 
-    async def _load_resource(self, spec: FragmentSpec, obj: dict[str, Any]) -> None:
+    async def _load_resource(self, spec: FragmentSpec, obj: dict[str, Any],
+                             delay: float = 0.0) -> None:
         resource = spec.resource_name
+        if delay:
+            await asyncio.sleep(delay)
         try:
             loaded = await self._load(spec)
         except asyncio.CancelledError:
             raise
-        except (FragmentError, OSError, ValueError) as exc:
+        except Exception as exc:
+            # Every failure, foreseen (fetch, module, wssp_init) or not, ends Loading at once.
             message = str(exc) or type(exc).__name__
-            entry = self.entries.get(resource)
-            if entry is not None and entry.loading == spec.generation:
-                entry.phase, entry.message, entry.loading = "Failed", message, None
-            self._count_load(resource, "failure")
-            serving = entry.serving if entry is not None else None
-            kept = f" (generation {serving.spec.generation} keeps serving)" if serving else ""
-            log.warning("fragment load failed", fragment=resource, error=message + kept)
-            self._patch_status(resource, status_patch(
-                "Failed", generation=spec.generation, message=message + kept, now=_rfc3339(),
-                previous=obj.get("status")))
+            if not isinstance(exc, (FragmentError, OSError, ValueError)):
+                log.exception("fragment load failed unexpectedly", fragment=resource)
+                message = f"{type(exc).__name__}: {message}"
+            # Retried: what may pass (storage away, an object not uploaded yet). Not: a module
+            # that does not load (its bytes are pinned), a URL the configuration refuses.
+            retry = isinstance(exc, StorageError) and not exc.refused or \
+                not isinstance(exc, (FragmentError, ValueError))
+            self._load_failed(spec, obj, message, retry=retry)
             return
         entry = self.entries.get(resource)
         if entry is None or entry.loading != spec.generation:
+            loaded.fragment.stop()
             return  # deleted or superseded while loading
         entry.serving = loaded  # the swap: the next pod sees the new version
         entry.phase, entry.message, entry.loading = "Ready", "", None
+        entry.retry, entry.next_attempt = None, None
         self._count_load(resource, "success")
         frag = loaded.fragment
         if self.metrics is not None:
@@ -300,6 +468,32 @@ class FragmentManager:
             previous=obj.get("status")))
         if self.on_ready is not None:
             self.on_ready(resource)
+
+    def _load_failed(self, spec: FragmentSpec, obj: dict[str, Any], message: str, *,
+                     retry: bool) -> None:
+        resource = spec.resource_name
+        entry = self.entries.get(resource)
+        if entry is None or entry.loading != spec.generation:
+            return  # deleted or superseded meanwhile
+        self._count_load(resource, "failure")
+        serving = entry.serving
+        kept = f" (generation {serving.spec.generation} keeps serving)" if serving else ""
+        next_attempt = None
+        if retry:
+            if entry.retry is None:
+                initial, maximum = self.fetch_retry_seconds
+                entry.retry = Backoff(initial=initial, maximum=maximum)
+            delay = entry.retry.next()
+            next_attempt = _rfc3339(delay)
+            kept += f"; retrying at {next_attempt}"
+            self._start_loading(resource, spec, obj, delay)
+        else:
+            entry.loading = None
+        entry.phase, entry.message, entry.next_attempt = "Failed", message + kept, next_attempt
+        log.warning("fragment load failed", fragment=resource, error=message + kept)
+        self._patch_status(resource, status_patch(
+            "Failed", generation=spec.generation, message=message + kept, now=_rfc3339(),
+            previous=obj.get("status"), next_attempt=next_attempt))
 
     def _on_deleted(self, obj: dict[str, Any]) -> None:
         resource = str((obj.get("metadata") or {}).get("name") or "")
@@ -339,6 +533,37 @@ class FragmentManager:
                                 error=str(exc))
         asyncio.get_running_loop().create_task(send())
 
+    # -- quarantine ----------------------------------------------------------------------------
+
+    def _breaker_changed(self, spec: FragmentSpec, fragment: Fragment, state: BreakerState,
+                         message: str) -> None:
+        resource = spec.resource_name
+        if self.metrics is not None:
+            self.metrics.fragment_quarantined.labels(resource).set(1 if state == "open" else 0)
+        if state == "half-open":
+            log.info("fragment quarantine over: trying a call", fragment=resource)
+            return
+        entry = self.entries.get(resource)
+        current = entry is not None and entry.serving is not None and \
+            entry.serving.fragment is fragment
+        if state == "open":
+            log.warning("fragment quarantined", fragment=resource, reason=message)
+        else:
+            log.info("fragment serving again", fragment=resource)
+        if not current or entry is None:
+            return  # the packaged default, or a generation no longer serving
+        if entry.loading is not None:
+            return  # a new generation is on its way: its status is what matters
+        if state == "open":
+            entry.phase, entry.message = "Quarantined", message
+            entry.next_attempt = _rfc3339(fragment.breaker.seconds_left())
+        else:
+            entry.phase, entry.message, entry.next_attempt = "Ready", "serving", None
+        self._patch_status(resource, status_patch(
+            entry.phase, generation=spec.generation, message=entry.message,
+            digest=fragment.digest, runtime=fragment.runtime, now=_rfc3339(),
+            next_attempt=entry.next_attempt))
+
     # -- stage overrides -----------------------------------------------------------------------
 
     def _override(self, spec: FragmentSpec, fragment: Fragment) -> StageOverride:
@@ -350,47 +575,82 @@ class FragmentManager:
                   if present is not None]
         if metrics is not None:  # zero series, so that the first failed call shows as one
             metrics.init_fragment(resource, stages, shadow=name if spec.shadow else None)
+        fragment.breaker.on_change = lambda state, message: self._breaker_changed(
+            spec, fragment, state, message)
 
         def observe(stage: str, result: str, seconds: float) -> None:
             if metrics is not None:
                 metrics.observe_fragment_call(resource, stage, result, seconds)
 
         def failed(stage: str, exc: CallError) -> None:
-            log.warning("fragment call failed", fragment=resource, stage=stage, kind=exc.kind,
-                        error=exc.message, failure_policy=policy)
+            if exc.kind != "quarantined":
+                log.warning("fragment call failed", fragment=resource, stage=stage,
+                            kind=exc.kind, error=exc.message, failure_policy=policy)
             if policy == "Fail":
                 raise StageFailed(f'fragment "{resource}" failed in {stage}: {exc.kind}: '
                                   f"{exc.message}")
 
-        def filter_fn(ctx: CycleContext) -> FilterResult | None:
-            start = time.perf_counter()
-            try:
-                result = fragment.filter(ctx)
-            except CallError as exc:
-                observe("filter", exc.kind, time.perf_counter() - start)
-                failed("filter", exc)
-                return FilterResult.all_pass() if policy == "Ignore" else None
-            observe("filter", "ok", time.perf_counter() - start)
-            return result
+        def resolve(answers: Answers, ctx: CycleContext) -> StageOverride:
+            """The pod's answers as a plain override over the table's current rows, the
+            failure policy applied to a failed stage."""
+            same = unchanged_rows(answers, ctx.table)
+            verdict: FilterResult | None = None
+            scores: IntArray | None = None
+            filter_failed = isinstance(answers.filter, CallError)
+            if isinstance(answers.filter, CallError):
+                observe("filter", answers.filter.kind, answers.filter_seconds)
+                failed("filter", answers.filter)
+                verdict = FilterResult.all_pass() if policy == "Ignore" else None
+            elif answers.filter is not None:
+                observe("filter", "ok", answers.filter_seconds)
+                verdict = _on_current_rows(answers.filter, same)
+            if isinstance(answers.scores, CallError):
+                if not filter_failed:  # else the score call was not made
+                    observe("score", answers.scores.kind, answers.score_seconds)
+                    failed("score", answers.scores)
+                scores = np.zeros(ctx.table.n, np.int64) if policy == "Ignore" else None
+            elif answers.scores is not None:
+                observe("score", "ok", answers.score_seconds)
+                scores = _scores_on_current_rows(answers.scores, same)
+            fixed_verdict, fixed_scores = verdict, scores
+            return StageOverride(
+                name=name,
+                filter=(lambda c: fixed_verdict) if spec.filter is not None else None,
+                filter_mode=filter_mode,  # type: ignore[arg-type]
+                score=(lambda c, f: fixed_scores) if spec.score is not None else None,
+                score_mode=score_mode, score_weight=weight)  # type: ignore[arg-type]
 
-        def score_fn(ctx: CycleContext, feasible: BoolArray) -> IntArray | None:
-            start = time.perf_counter()
-            try:
-                scores = fragment.score(ctx, feasible)
-            except CallError as exc:
-                observe("score", exc.kind, time.perf_counter() - start)
-                failed("score", exc)
-                return ctx.zeros() if policy == "Ignore" else None
-            observe("score", "ok", time.perf_counter() - start)
-            return scores
+        async def evaluate(ctx: CycleContext, base: BoolArray) -> StageOverride:
+            answers = await fragment.evaluate(ctx, base, filter=spec.filter is not None,
+                                              score=spec.score is not None)
+            return resolve(answers, ctx)
 
+        def evaluate_now(ctx: CycleContext, base: BoolArray) -> StageOverride | None:
+            was_offloaded = fragment.offloaded
+            answers = fragment.evaluate_inline(ctx, base, filter=spec.filter is not None,
+                                               score=spec.score is not None)
+            if fragment.offloaded and not was_offloaded:
+                log.info("fragment calls run off the scheduling loop from now on",
+                         fragment=resource, why=f"a call took longer than "
+                                                f"{fragment.inline_seconds * 1000:g} ms")
+            return None if answers is None else resolve(answers, ctx)
+
+        def sync_filter(ctx: CycleContext) -> FilterResult | None:
+            return fragment.filter(ctx)
+
+        def sync_score(ctx: CycleContext, feasible: BoolArray) -> IntArray | None:
+            return fragment.score(ctx, feasible)
+
+        filter_mode = "replace" if spec.filter is None else spec.filter.mode
+        score_mode = "replace" if spec.score is None else spec.score.mode
+        weight = spec.score.weight if spec.score is not None else 1
         return StageOverride(
             name=name,
-            filter=filter_fn if spec.filter is not None else None,
-            filter_mode="replace" if spec.filter is None else spec.filter.mode,  # type: ignore[arg-type]
-            score=score_fn if spec.score is not None else None,
-            score_mode="replace" if spec.score is None else spec.score.mode,  # type: ignore[arg-type]
-            score_weight=spec.score.weight if spec.score is not None else 1)
+            filter=sync_filter if spec.filter is not None else None,
+            filter_mode=filter_mode,  # type: ignore[arg-type]
+            score=sync_score if spec.score is not None else None,
+            score_mode=score_mode,  # type: ignore[arg-type]
+            score_weight=weight, evaluate=evaluate, evaluate_now=evaluate_now)
 
     # -- selection -----------------------------------------------------------------------------
 

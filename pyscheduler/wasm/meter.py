@@ -110,6 +110,11 @@ class FuncSig:
     results: tuple[int, ...]
 
 
+def type_name(t: int) -> str:
+    """``i32``, ``f64``, ... for a value type byte."""
+    return _VALTYPE_NAMES.get(t, hex(t))
+
+
 def describe_sig(sig: FuncSig) -> str:
     """``(i32, i32) -> (i32)``."""
     def names(types: tuple[int, ...]) -> str:
@@ -147,6 +152,10 @@ class ModuleInfo:
     imported_funcs: int = 0
     imported_globals: int = 0
     defined_globals: int = 0
+    #: value type of every global, imported ones first
+    global_types: list[int] = field(default_factory=list)
+    #: exported global name -> its value type
+    export_globals: dict[str, int] = field(default_factory=dict)
     #: (minimum, maximum or None) in pages of the memory the module defines, None when none
     memory: tuple[int, int | None] | None = None
     imported_memory: bool = False
@@ -265,6 +274,10 @@ def parse(wasm: bytes) -> ModuleInfo:
                 info.memory = (minimum, maximum)
         elif sid == _SEC_GLOBAL:
             info.defined_globals = s.u32()
+            for _ in range(info.defined_globals):
+                info.global_types.append(_valtype(s))
+                s.byte()  # mutability
+                _skip_const_expr(s)
         elif sid == _SEC_EXPORT:
             _parse_exports(s, info)
         r.pos = start + size
@@ -276,6 +289,31 @@ def _valtype(s: _Reader) -> int:
     if t not in _VALTYPE_NAMES:
         raise LoadError(f"unsupported value type {t:#x}")
     return t
+
+
+# Constant expressions (global initializers): the opcodes with an immediate, and its form.
+_CONST_IMMEDIATES = {0x41: "leb", 0x42: "leb", 0x23: "leb", 0xD2: "leb", 0xD0: "byte",
+                     0x43: 4, 0x44: 8}
+# Extended constant expressions: i32/i64 add, sub, mul (no immediate).
+_CONST_OPERATORS = frozenset((0x6A, 0x6B, 0x6C, 0x7C, 0x7D, 0x7E))
+
+
+def _skip_const_expr(s: _Reader) -> None:
+    """Step over a constant expression, up to and including its ``end``."""
+    while True:
+        op = s.byte()
+        if op == 0x0B:
+            return
+        immediate = _CONST_IMMEDIATES.get(op)
+        if immediate == "leb":
+            while s.byte() & 0x80:
+                pass
+        elif immediate == "byte":
+            s.byte()
+        elif isinstance(immediate, int):
+            s.take(immediate)
+        elif op not in _CONST_OPERATORS:
+            raise s.fail(f"opcode {op:#x} in a constant expression")
 
 
 def _type_index(s: _Reader, info: ModuleInfo) -> int:
@@ -324,7 +362,7 @@ def _parse_imports(s: _Reader, info: ModuleInfo) -> None:
             s.limits()
             info.imported_memory = True
         elif kind == 3:
-            _valtype(s)
+            info.global_types.append(_valtype(s))
             s.byte()
             info.imported_globals += 1
         elif kind == 4:
@@ -351,6 +389,8 @@ def _parse_exports(s: _Reader, info: ModuleInfo) -> None:
             info.export_sigs[name] = info.types[info.func_types[index]]
         elif kind == 2 and (info.memory_export is None or name == "memory"):
             info.memory_export = name
+        elif kind == 3 and index < len(info.global_types):
+            info.export_globals[name] = info.global_types[index]
 
 
 def check(wasm: bytes, *, max_module_bytes: int, memory_bytes: int) -> ModuleInfo:

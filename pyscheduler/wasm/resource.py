@@ -38,7 +38,7 @@ from types import MappingProxyType
 from typing import Any, Final
 from urllib.parse import urlsplit
 
-from pyscheduler.config import is_int, render_value
+from pyscheduler.config import MAX_CALL_TIMEOUT_MILLISECONDS, is_int, render_value
 
 __all__ = [
     "API_VERSION",
@@ -106,10 +106,10 @@ _REMOTE_SCHEMES: Final = ("s3", "https", "http")
 STAGE_MODES: Final[tuple[str, ...]] = ("replace", "extend")
 FAILURE_POLICIES: Final[tuple[str, ...]] = ("Fail", "Ignore", "Default")
 RUNTIMES: Final[tuple[str, ...]] = ("wasmtime", "wasmer")
-PHASES: Final[tuple[str, ...]] = ("Pending", "Loading", "Ready", "Failed")
+PHASES: Final[tuple[str, ...]] = ("Pending", "Loading", "Ready", "Quarantined", "Failed")
 
 MAX_WEIGHT: Final = 100
-MAX_TIMEOUT_MILLISECONDS: Final = 10_000
+MAX_TIMEOUT_MILLISECONDS: Final = MAX_CALL_TIMEOUT_MILLISECONDS
 MAX_MEMORY_MIB: Final = 4096
 _MAX_FUEL: Final = 2**63 - 1
 _MAX_URL: Final = 2048
@@ -529,14 +529,17 @@ def _thaw(value: Any) -> Any:
 
 def status_patch(phase: str, *, generation: int, message: str, digest: str | None = None,
                  runtime: str | None = None, load_seconds: float | None = None, now: str,
-                 previous: Mapping[str, Any] | None = None) -> dict[str, Any]:
+                 previous: Mapping[str, Any] | None = None,
+                 next_attempt: str | None = None) -> dict[str, Any]:
     """A JSON merge patch for the status subresource, describing the latest load attempt.
 
     Sets ``phase``, ``message``, ``observedGeneration`` and a ``Ready`` condition (``True`` only
     in phase Ready; ``reason`` is the phase). ``digest``, ``shortDigest``, ``runtime``,
     ``loadTime`` (``"0.120s"``) and ``loadedAt`` (``now``, phase Ready only) are set when known
     and removed (``null``) otherwise, so the status never mixes two attempts. ``now`` is an
-    RFC 3339 time. ``previous`` is the resource's current ``status``: when its Ready condition
+    RFC 3339 time, and so is ``next_attempt`` (``nextAttemptAt``: when a failed fetch is
+    retried, or a quarantined fragment called again). ``previous`` is the resource's current
+    ``status``: when its Ready condition
     already has the same status, its ``lastTransitionTime`` is kept, as Kubernetes conditions
     require. Messages longer than the CRD allows are cut.
     """
@@ -569,5 +572,9 @@ def status_patch(phase: str, *, generation: int, message: str, digest: str | Non
         "runtime": runtime,
         "loadTime": None if load_seconds is None else f"{load_seconds:.3f}s",
         "loadedAt": now if phase == "Ready" else None,
+        "nextAttemptAt": next_attempt,
     }
+    if phase in ("Quarantined", "Ready") and load_seconds is None:
+        # Entering or leaving quarantine is not a load: what the load recorded stays.
+        del status["loadTime"], status["loadedAt"]
     return {"status": status}

@@ -20,19 +20,30 @@ Rules
   no read retries.
 * **Object storage** (``s3://bucket/key``) goes to the one configured endpoint (MinIO or any S3
   API) through the ``minio`` SDK; there is no default endpoint.
+* **Web servers** (``http(s)://``) only the operator allowed: a fragment resource is written by
+  whoever may create the custom resource, and a URL is a request the scheduler makes from inside
+  the cluster (to the cloud's metadata endpoint, to services that trust the pod network). So the
+  host (or ``host:port``) must be listed in ``allowed_http_hosts``; every address it resolves to
+  must be globally routable (loopback, private, link-local, shared and reserved ranges are
+  refused unless ``allow_private_addresses``); the connection goes to the address that was
+  checked (a second lookup cannot swap it); redirects are not followed. A refusal happens before
+  any request, and no message ever carries what a refused endpoint would have answered.
 * **Files** (``file:///path``) are read only below ``allowed_file_dirs``, judged after ``..`` and
   symbolic links are resolved, and only when they are regular files (a FIFO or device is refused
   without blocking). No allowed directory means no file URL is allowed.
 
 :func:`publish` uploads a module to the object store and returns the ``s3://`` URL and sha256 to
-put in a resource.
+put in a resource; :func:`object_digest` tells what an object holds already (a published version
+is never overwritten with other bytes), :func:`remove` takes an upload back.
 """
 
 from __future__ import annotations
 
 import hashlib
 import io
+import ipaddress
 import os
+import socket
 import re
 import stat
 import time
@@ -56,14 +67,13 @@ from urllib3.exceptions import TimeoutError as Urllib3Timeout
 
 from pyscheduler.wasm.errors import StorageError
 
-__all__ = ["DEFAULT_MAX_BYTES", "StorageConfig", "fetch", "publish"]
+__all__ = ["DEFAULT_MAX_BYTES", "StorageConfig", "fetch", "object_digest", "publish", "remove"]
 
 DEFAULT_MAX_BYTES: Final = 16 * 2**20
 _CHUNK: Final = 64 * 1024
 _SHA256: Final = re.compile(r"[a-fA-F0-9]{64}")
 _REMOTE: Final = ("s3", "http", "https")
 _BUCKET: Final = re.compile(r"[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]")
-_MAX_REDIRECTS: Final = 3
 _WASM_CONTENT_TYPE: Final = "application/wasm"
 
 
@@ -85,6 +95,8 @@ class StorageConfig:
     max_bytes: int = DEFAULT_MAX_BYTES
     timeout_seconds: float = 10.0
     ca_file: str | None = None
+    allowed_http_hosts: tuple[str, ...] = ()
+    allow_private_addresses: bool = False
 
 
 # --------------------------------------------------------------------------------------------
@@ -100,13 +112,13 @@ def fetch(url: str, sha256: str | None, config: StorageConfig) -> bytes:
     scheme, sep, _ = url.partition("://")
     if not sep or scheme not in ("s3", "http", "https", "file"):
         raise StorageError(f"cannot fetch {shown}: unsupported URL scheme "
-                           f"(use s3://, https://, http:// or file://)")
+                           f"(use s3://, https://, http:// or file://)", refused=True)
     if sha256 is not None and not _SHA256.fullmatch(sha256):
-        raise StorageError(f"cannot fetch {shown}: sha256 must be 64 hex digits, got {sha256!r}")
+        raise StorageError(f"cannot fetch {shown}: sha256 must be 64 hex digits, got {sha256!r}", refused=True)
     if sha256 is None and scheme in _REMOTE:
-        raise StorageError(f"cannot fetch {shown}: a sha256 is required for remote URLs")
+        raise StorageError(f"cannot fetch {shown}: a sha256 is required for remote URLs", refused=True)
     if config.max_bytes < 1:
-        raise StorageError(f"cannot fetch {shown}: max_bytes must be at least 1")
+        raise StorageError(f"cannot fetch {shown}: max_bytes must be at least 1", refused=True)
     if scheme == "s3":
         data = _fetch_s3(url, config)
     elif scheme == "file":
@@ -121,8 +133,8 @@ def fetch(url: str, sha256: str | None, config: StorageConfig) -> bytes:
     return data
 
 
-def _fail(url: str, what: str) -> StorageError:
-    return StorageError(f"cannot fetch {_redact(url)}: {what}")
+def _fail(url: str, what: str, *, refused: bool = False) -> StorageError:
+    return StorageError(f"cannot fetch {_redact(url)}: {what}", refused=refused)
 
 
 def _redact(url: str) -> str:
@@ -168,20 +180,12 @@ def _declared_length(headers: urllib3.HTTPHeaderDict, url: str, limit: int) -> N
         raise _fail(url, f"{length} bytes is larger than the {limit} byte limit")
 
 
-def _pool(config: StorageConfig, *, follow_redirects: bool) -> urllib3.PoolManager:
-    """A connection pool with our timeouts and one quick connection retry.
-
-    Without ``follow_redirects`` a 3xx response is handed back as it is (the MinIO client deals
-    with an S3 region redirect itself).
-    """
+def _pool(config: StorageConfig) -> urllib3.PoolManager:
+    """The object store client's connection pool: our timeouts, one quick connection retry, and
+    a 3xx handed back as it is (the MinIO client deals with an S3 region redirect itself)."""
     timeout = config.timeout_seconds
-    if follow_redirects:
-        retries = urllib3.Retry(total=1 + _MAX_REDIRECTS, connect=1, read=0, status=0, other=0,
-                                redirect=_MAX_REDIRECTS, backoff_factor=0.05,
-                                raise_on_redirect=True, raise_on_status=False)
-    else:
-        retries = urllib3.Retry(total=1, connect=1, read=0, status=0, other=0, redirect=False,
-                                backoff_factor=0.05, raise_on_status=False)
+    retries = urllib3.Retry(total=1, connect=1, read=0, status=0, other=0, redirect=False,
+                            backoff_factor=0.05, raise_on_status=False)
     if config.ca_file:
         return urllib3.PoolManager(timeout=urllib3.Timeout(connect=timeout, read=timeout),
                                    retries=retries, maxsize=2, ca_certs=config.ca_file)
@@ -207,17 +211,76 @@ def _network_problem(exc: BaseException, config: StorageConfig) -> str:
     return text
 
 
+def _allowed_address(url: str, config: StorageConfig) -> tuple[str, str, int, bool]:
+    """(address to connect to, host name, port, https) for an http(s) URL the configuration
+    allows; :class:`StorageError` (before any request is made) otherwise."""
+    try:
+        parts = urlsplit(url)
+        port = parts.port
+    except ValueError as exc:
+        raise _fail(url, f"not a valid URL ({exc})", refused=True) from None
+    host = (parts.hostname or "").rstrip(".").lower()
+    if not host:
+        raise _fail(url, "the URL has no host", refused=True)
+    https = parts.scheme == "https"
+    port = port or (443 if https else 80)
+    allowed = {h.lower().rstrip(".") for h in config.allowed_http_hosts}
+    shown_host = f"[{host}]" if ":" in host else host
+    if shown_host not in allowed and f"{shown_host}:{port}" not in allowed:
+        raise _fail(url, f"host {shown_host}:{port} is not in storage.allowedHttpHosts "
+                         f"(no request was made)", refused=True)
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    except (socket.gaierror, UnicodeError) as exc:
+        raise _fail(url, f"cannot resolve {host}: {getattr(exc, 'strerror', None) or exc}") \
+            from None
+    addresses = list(dict.fromkeys(str(info[4][0]).split("%")[0] for info in infos))
+    if not addresses:
+        raise _fail(url, f"cannot resolve {host}: no addresses")
+    if not config.allow_private_addresses:
+        for text in addresses:
+            address = ipaddress.ip_address(text)
+            mapped = getattr(address, "ipv4_mapped", None)
+            if not (mapped or address).is_global:
+                raise _fail(url, f"{host} resolves to {text}, which is not a public address "
+                                 f"(loopback, private, link-local and reserved addresses need "
+                                 f"storage.allowPrivateAddresses: true; no request was made)",
+                            refused=True)
+    return addresses[0], host, port, https
+
+
 def _fetch_http(url: str, config: StorageConfig) -> bytes:
+    address, host, port, https = _allowed_address(url, config)
     deadline = time.monotonic() + config.timeout_seconds
-    pool = _pool(config, follow_redirects=True)
+    timeout = urllib3.Timeout(connect=config.timeout_seconds, read=config.timeout_seconds)
+    retries = urllib3.Retry(total=1, connect=1, read=0, status=0, other=0, redirect=False,
+                            backoff_factor=0.05, raise_on_status=False,
+                            raise_on_redirect=False)
+    default_port = 443 if https else 80
+    name = f"[{host}]" if ":" in host else host
+    headers = {"Host": name if port == default_port else f"{name}:{port}",
+               "Accept-Encoding": "identity", "Accept": f"{_WASM_CONTENT_TYPE}, */*"}
+    # The connection goes to the address checked above; TLS still verifies the host name.
+    pool: urllib3.HTTPConnectionPool
+    if https:
+        pool = urllib3.HTTPSConnectionPool(
+            address, port, timeout=timeout, retries=retries, maxsize=1, cert_reqs="CERT_REQUIRED",
+            ca_certs=config.ca_file, server_hostname=host, assert_hostname=host)
+    else:
+        pool = urllib3.HTTPConnectionPool(address, port, timeout=timeout, retries=retries,
+                                          maxsize=1)
+    target = urlsplit(url)
+    path = (target.path or "/") + (f"?{target.query}" if target.query else "")
     try:
         try:
-            response = pool.request("GET", url, preload_content=False, decode_content=False,
-                                    headers={"Accept-Encoding": "identity",
-                                             "Accept": f"{_WASM_CONTENT_TYPE}, */*"})
+            response = pool.urlopen("GET", path, headers=headers, preload_content=False,
+                                    decode_content=False, redirect=False, assert_same_host=False)
         except Urllib3HTTPError as exc:
             raise _fail(url, _network_problem(exc, config)) from None
         try:
+            if 300 <= response.status < 400:
+                raise _fail(url, f"HTTP {response.status}: redirects are not followed (give "
+                                 f"the resource the module's final URL)", refused=True)
             if response.status != 200:
                 raise _fail(url, f"HTTP {response.status} {response.reason or ''}".rstrip())
             _declared_length(response.headers, url, config.max_bytes)
@@ -229,28 +292,29 @@ def _fetch_http(url: str, config: StorageConfig) -> bytes:
             response.close()
             response.release_conn()
     finally:
-        pool.clear()
+        pool.close()
 
 
 def _s3_location(url: str) -> tuple[str, str]:
     bucket, _, key = url[len("s3://"):].partition("/")
     if not bucket or not key:
-        raise _fail(url, "an s3 URL must be s3://<bucket>/<key>")
+        raise _fail(url, "an s3 URL must be s3://<bucket>/<key>", refused=True)
     return bucket, key
 
 
 def _client(config: StorageConfig, what: str) -> tuple[Minio, urllib3.PoolManager]:
     """A MinIO client for the configured endpoint; ``what`` names the operation in errors."""
     if not config.endpoint:
-        raise StorageError(f"cannot {what}: no object storage endpoint is configured")
+        raise StorageError(f"cannot {what}: no object storage endpoint is configured",
+                           refused=True)
     endpoint, secure = config.endpoint, config.secure
     if "://" in endpoint:
         parts = urlsplit(endpoint)
         if parts.scheme not in ("http", "https") or parts.path not in ("", "/") or not parts.netloc:
             raise StorageError(f"cannot {what}: the object storage endpoint must be host:port or "
-                               f"http(s)://host:port, got {config.endpoint!r}")
+                               f"http(s)://host:port, got {config.endpoint!r}", refused=True)
         endpoint, secure = parts.netloc, parts.scheme == "https"
-    pool = _pool(config, follow_redirects=False)
+    pool = _pool(config)
     try:
         client = Minio(endpoint, access_key=config.access_key or None,
                        secret_key=config.secret_key if config.access_key else None,
@@ -258,7 +322,7 @@ def _client(config: StorageConfig, what: str) -> tuple[Minio, urllib3.PoolManage
     except ValueError as exc:
         pool.clear()
         raise StorageError(f"cannot {what}: invalid object storage endpoint "
-                           f"{config.endpoint!r}: {exc}") from None
+                           f"{config.endpoint!r}: {exc}", refused=True) from None
     return client, pool
 
 
@@ -319,19 +383,19 @@ def _bucket_exists(client: Minio, bucket: str) -> bool:
 def _fetch_file(url: str, config: StorageConfig) -> bytes:
     parts = urlsplit(url)
     if parts.netloc not in ("", "localhost") or not parts.path.startswith("/"):
-        raise _fail(url, "a file URL must be file:///<absolute path>")
+        raise _fail(url, "a file URL must be file:///<absolute path>", refused=True)
     if not config.allowed_file_dirs:
-        raise _fail(url, "file:// URLs are not allowed (no allowed directories are configured)")
+        raise _fail(url, "file:// URLs are not allowed (no allowed directories are configured)", refused=True)
     path = unquote(parts.path)
     if "\x00" in path:
-        raise _fail(url, "the path contains a NUL character")
+        raise _fail(url, "the path contains a NUL character", refused=True)
     # realpath resolves ".." and every symbolic link, so a link cannot lead out of the allowed
     # directories; O_NOFOLLOW then refuses a last component swapped for a link since.
     resolved = os.path.realpath(path)
     allowed = [os.path.realpath(directory) for directory in config.allowed_file_dirs]
     if not any(_is_within(resolved, directory) for directory in allowed):
         raise _fail(url, f"{resolved} is outside the allowed directories "
-                         f"({', '.join(config.allowed_file_dirs)})")
+                         f"({', '.join(config.allowed_file_dirs)})", refused=True)
     flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0) | \
         getattr(os, "O_CLOEXEC", 0)
     try:
@@ -412,3 +476,41 @@ def publish(path_or_bytes: str | os.PathLike[str] | bytes, *, bucket: str, key: 
     finally:
         pool.clear()
     return url, digest
+
+
+def object_digest(bucket: str, key: str, config: StorageConfig) -> str | None:
+    """The sha256 of what ``bucket``/``key`` holds, None when there is no such object (or no
+    such bucket). Uses the digest :func:`publish` stores with the object, else reads it."""
+    url = f"s3://{bucket}/{key}"
+    client, pool = _client(config, f"read {url}")
+    try:
+        try:
+            stat = client.stat_object(bucket, key)
+        except S3Error as exc:
+            if exc.code in ("NoSuchKey", "NoSuchBucket", "NoSuchObject"):
+                return None
+            raise StorageError(f"cannot read {url}: {_s3_problem(exc, bucket, key, config)}") \
+                from None
+        except (MinioException, Urllib3HTTPError, ValueError) as exc:
+            raise StorageError(f"cannot read {url}: {_s3_problem(exc, bucket, key, config)}") \
+                from None
+        metadata = {k.lower(): v for k, v in (stat.metadata or {}).items()}
+        stored = metadata.get("x-amz-meta-sha256")
+        if isinstance(stored, str) and _SHA256.fullmatch(stored):
+            return stored.lower()
+    finally:
+        pool.clear()
+    return hashlib.sha256(_fetch_s3(url, config)).hexdigest()
+
+
+def remove(url: str, config: StorageConfig) -> None:
+    """Delete the object at ``s3://bucket/key``; :class:`StorageError` when that fails."""
+    bucket, key = _s3_location(url)
+    client, pool = _client(config, f"remove {url}")
+    try:
+        client.remove_object(bucket, key)
+    except (MinioException, Urllib3HTTPError, ValueError) as exc:
+        raise StorageError(f"cannot remove {url}: {_s3_problem(exc, bucket, key, config)}") \
+            from None
+    finally:
+        pool.clear()

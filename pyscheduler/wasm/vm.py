@@ -46,7 +46,9 @@ and instantiates afresh. An instance must not be called from two threads at once
 
 Host functions (ABI §2): ``wssp.log(level, ptr, len)`` passes ``(level, bytes)`` to the
 instance's ``log`` callback (at most ``LOG_MAX_BYTES`` bytes; a range outside the guest memory
-traps); ``env.abort(msg, file, line, column)`` traps the call, its message decoding
+traps, and so does the call's ``LOG_CALLS_PER_CALL + 1``-th line: every line is a trip into
+Python that needs the GIL, which a call logging without end would keep from the scheduler's
+loop); ``env.abort(msg, file, line, column)`` traps the call, its message decoding
 AssemblyScript's string arguments when it can.
 """
 
@@ -74,6 +76,7 @@ from pyscheduler.wasm.errors import CallError, FragmentError, LoadError
 __all__ = [
     "ALLOWED_IMPORTS",
     "EPOCH_TICK_SECONDS",
+    "LOG_CALLS_PER_CALL",
     "LOG_MAX_BYTES",
     "Instance",
     "Limits",
@@ -94,6 +97,8 @@ EPOCH_TICK_SECONDS = 0.005
 # busy machine can overrun before the guest runs a single instruction.
 INSTANTIATE_TIMEOUT_SECONDS = 2.0
 LOG_MAX_BYTES = 4096
+# A call that logs more lines than this traps (far beyond what the log's rate limit writes).
+LOG_CALLS_PER_CALL = 1000
 WASM_STACK_BYTES = 512 * 1024
 
 LogCallback = Callable[[int, bytes], None]
@@ -137,12 +142,15 @@ class Module(abc.ABC):
     imports: tuple[tuple[str, str], ...]
     #: export name -> "func" | "memory" | "global" | "table"
     exports: dict[str, str]
+    export_globals: dict[str, int]
 
     def __init__(self, runtime: str, info: meter.ModuleInfo, limits: Limits) -> None:
         self.runtime = runtime
         self.limits = limits
         self.imports = tuple((i.module, i.name) for i in info.imports)
         self.exports = dict(info.exports)
+        #: exported global name -> its value type (``meter.I32``, ...)
+        self.export_globals = dict(info.export_globals)
         self._info = info
         self._callable: dict[str, meter.FuncSig] = {}
 
@@ -175,10 +183,18 @@ class Instance(abc.ABC):
     """An instantiated fragment. ``poisoned`` turns True after any :class:`CallError`."""
 
     poisoned: bool
+    #: Whether :meth:`shorten_deadline` can bound a call below the module's deadline (wasmtime's
+    #: epoch interruption can; wasmer's fuel-only bound cannot).
+    deadlines: bool = False
 
     def __init__(self, module: Module) -> None:
         self.poisoned = False
         self._module = module
+
+    def shorten_deadline(self, seconds: float | None) -> None:
+        """Bound the next calls to ``seconds`` of wall clock (never more than the module's
+        deadline); None restores the module's. A call stopped by it fails with
+        :class:`CallError` kind ``timeout``, like one stopped by the module's deadline."""
 
     @abc.abstractmethod
     def call(self, name: str, *args: int) -> int:
@@ -222,14 +238,15 @@ class _GuestTrap(Exception):
 
 
 class _HostState:
-    """What the host functions of one instance share: the log callback and the reason of a trap
-    they raised."""
+    """What the host functions of one instance share: the log callback, the reason of a trap
+    they raised, and how many log lines the current call wrote."""
 
-    __slots__ = ("log", "error", "read")
+    __slots__ = ("log", "error", "read", "log_calls")
 
     def __init__(self, log: LogCallback | None) -> None:
         self.log = log
         self.error: CallError | None = None
+        self.log_calls = 0  # reset by every call from the host
         #: (ptr, len) -> bytes of guest memory, or None when no memory is reachable; set by the
         #: backend. Raises IndexError for a range outside the memory.
         self.read: Callable[[int, int], bytes] | None = None
@@ -245,6 +262,11 @@ class _HostState:
     def host_log(self, level: int, ptr: int, length: int) -> None:
         ptr &= _MASK32
         length &= _MASK32
+        self.log_calls += 1
+        if self.log_calls > LOG_CALLS_PER_CALL:
+            # Each line is a trip into Python and a turn at the GIL: a call logging without
+            # end would keep the scheduler's loop waiting for the GIL until its deadline.
+            raise self.trap(f"wssp.log called more than {LOG_CALLS_PER_CALL} times in one call")
         if self.read is None:
             return
         try:
@@ -491,15 +513,17 @@ class _WasmtimeModule(Module):
         return _WasmtimeInstance(self, store, instance, state)
 
 
-def _wasmtime_error(wt: ModuleType, e: BaseException, module: Module) -> CallError:
+def _wasmtime_error(wt: ModuleType, e: BaseException, module: Module,
+                    deadline: float | None = None) -> CallError:
     if isinstance(e, wt.Trap):
         code = e.trap_code
         if code == wt.TrapCode.OUT_OF_FUEL:
             return CallError("fuel", f"fuel exhausted: the call used more than "
                                      f"{module.limits.fuel} units")
         if code == wt.TrapCode.INTERRUPT:
+            seconds = module.limits.timeout_seconds if deadline is None else deadline
             return CallError("timeout", f"deadline exceeded: the call ran longer than "
-                                        f"{module.limits.timeout_seconds} s")
+                                        f"{seconds:g} s")
         if code == getattr(wt.TrapCode, "ALLOCATION_TOO_LARGE", None):
             return CallError("memory", _cause(str(e)))
         message = _cause(str(e))
@@ -532,9 +556,13 @@ class _WasmtimeFunc:
 
 
 class _WasmtimeInstance(Instance):
+    deadlines = True
+
     def __init__(self, module: _WasmtimeModule, store: Any, instance: Any,
                  state: _HostState) -> None:
         super().__init__(module)
+        self._deadline_ticks = module.deadline_ticks
+        self._deadline_seconds = module.limits.timeout_seconds
         self._wmodule = module
         self._wt = module._runtime._wt
         self._fast = module._runtime._fast
@@ -573,7 +601,8 @@ class _WasmtimeInstance(Instance):
     def _failed(self, e: BaseException) -> CallError:
         """The instance is done for: what went wrong, as a :class:`CallError`."""
         self.poisoned = True
-        return self._state.take_error() or _wasmtime_error(self._wt, e, self._wmodule)
+        return self._state.take_error() or _wasmtime_error(self._wt, e, self._wmodule,
+                                                            self._deadline_seconds)
 
     def call(self, name: str, *args: int) -> int:
         sig = self._check_call(name, args)
@@ -582,8 +611,9 @@ class _WasmtimeInstance(Instance):
         try:
             if self._fast is not None:
                 return self._call_direct(entry, args)
+            self._state.log_calls = 0
             store.set_fuel(self._wmodule.limits.fuel)
-            store.set_epoch_deadline(self._wmodule.deadline_ticks)
+            store.set_epoch_deadline(self._deadline_ticks)
             values = [_signed(a, bits) for a, bits in zip(args, entry.kinds)]
             result = entry.func(store, *values)
             return 0 if result is None else int(result)
@@ -593,10 +623,11 @@ class _WasmtimeInstance(Instance):
     def _call_direct(self, entry: _WasmtimeFunc, args: tuple[int, ...]) -> int:
         fast: _FastCall = self._fast     # type: ignore[assignment]
         context = self._context
+        self._state.log_calls = 0
         error = fast.set_fuel(context, self._wmodule.limits.fuel)
         if error:   # fuel is enabled in the engine: this does not happen
             raise self._wt.WasmtimeError._from_ptr(error)
-        fast.set_epoch_deadline(context, self._wmodule.deadline_ticks)
+        fast.set_epoch_deadline(context, self._deadline_ticks)
         params = entry.params
         for i, value in enumerate(args):
             if entry.kinds[i] == 32:
@@ -619,6 +650,13 @@ class _WasmtimeInstance(Instance):
         result = results[0]
         return int(result.of.i32 if result.kind == fast.ffi.WASMTIME_I32.value else
                    result.of.i64)
+
+    def shorten_deadline(self, seconds: float | None) -> None:
+        limit = self._wmodule.limits.timeout_seconds
+        if seconds is None or seconds >= limit:
+            self._deadline_ticks, self._deadline_seconds = self._wmodule.deadline_ticks, limit
+        else:
+            self._deadline_ticks, self._deadline_seconds = _ticks(seconds), seconds
 
     def global_value(self, name: str) -> int | None:
         item = self._exports.get(name)
@@ -852,6 +890,7 @@ class _WasmerHandle:
         """Call ``func`` under the limits; :class:`CallError` on failure."""
         self.fuel.value = self.limits.fuel
         self.depth.value = 0
+        self.state.log_calls = 0
         try:
             result = func(*args)
         except Exception as e:

@@ -337,7 +337,12 @@ def test_hot_swap_while_a_thousand_pods_are_scheduled(tmp_path: Path) -> None:
                             leaderElection={"enabled": False}, scheduleFragment=None,
                             storage={"allowedFileDirs": [str(store)]}).start()
         try:
-            publish(custom, store, "swap-v1.0.0", wat_bytes(uniform_wat(keep_parity=0)))
+            # The swap is what is tested, not the deadline: fragment calls run at a lower CPU
+            # priority than the loop (fragments.callThreadNice), and two cores shared by the
+            # API server, the scheduler and 1000 pod creations can stretch a call past 250 ms.
+            limits = {"timeoutMilliseconds": 1000}
+            publish(custom, store, "swap-v1.0.0", wat_bytes(uniform_wat(keep_parity=0)),
+                    limits=limits)
             wait_for(lambda: status(custom, "swap-v1.0.0").get("phase") == "Ready",
                      what="v1 Ready")
             total = 1000
@@ -351,7 +356,8 @@ def test_hot_swap_while_a_thousand_pods_are_scheduled(tmp_path: Path) -> None:
                 futures = [pool.submit(create, i) for i in range(total)]
                 for _ in range(300):
                     created.acquire()
-                publish(custom, store, "swap-v1.1.0", wat_bytes(uniform_wat(keep_parity=1)))
+                publish(custom, store, "swap-v1.1.0", wat_bytes(uniform_wat(keep_parity=1)),
+                        limits=limits)
                 wait_for(lambda: status(custom, "swap-v1.1.0").get("phase") == "Ready",
                          what="v2 Ready")
                 for f in futures:
@@ -408,3 +414,66 @@ def test_published_to_s3_with_the_cli_and_served_from_there(
          str(sim.kubeconfig)], capture_output=True, text=True, timeout=60)
     row = [line for line in listed.stdout.splitlines() if line.startswith("tier-v2.0.0")]
     assert row and row[0].split()[1:3] == ["Ready", digest[:12]]
+
+
+def run_publish(module: Path, kubeconfig: Path, moto_s3: Any, *extra: str,
+                name: str = "tier", version: str = "3.0.0") -> Any:
+    import subprocess
+    import sys
+
+    env = {"MINIO_ENDPOINT": moto_s3.endpoint, "MINIO_ACCESS_KEY": moto_s3.access_key,
+           "MINIO_SECRET_KEY": moto_s3.secret_key, "PATH": "/usr/bin:/bin"}
+    return subprocess.run(
+        [sys.executable, "-m", "pyscheduler.cli", "fragment", "publish", str(module),
+         "--name", name, "--version", version, "--kubeconfig", str(kubeconfig),
+         "--score", "none", *extra], capture_output=True, text=True, env=env, timeout=60)
+
+
+def test_publish_leaves_nothing_behind_when_the_resource_cannot_be_created(
+        sim: BackgroundCluster, custom: client.CustomObjectsApi, moto_s3: Any,
+        tmp_path: Path) -> None:
+    """The API server refuses the resource (a request body over its 3 MiB limit, as
+    kube-apiserver refuses it): the module uploaded a moment earlier is removed again."""
+    from pyscheduler.wasm.storage import object_digest
+
+    module = tmp_path / "big-config.wasm"
+    module.write_bytes(wat_bytes(uniform_wat()))
+    config_file = tmp_path / "config.json"
+    config_file.write_text('{"blob": "' + "x" * (3 * 2**20 + 1000) + '"}')
+    done = run_publish(module, sim.kubeconfig, moto_s3, "--fragment-config", f"@{config_file}",
+                       name="bigcfg")
+    assert done.returncode == 2, done.stdout
+    assert "Traceback" not in done.stderr
+    assert done.stderr.startswith("pyscheduler fragment publish: cannot create bigcfg-v3.0.0: ")
+    assert done.stderr.rstrip().endswith("; the uploaded module was removed again")
+    assert object_digest("fragments", "bigcfg/bigcfg-v3.0.0.wasm", moto_s3) is None
+
+
+def test_publish_never_replaces_a_published_version_with_other_bytes(
+        sim: BackgroundCluster, custom: client.CustomObjectsApi, moto_s3: Any,
+        tmp_path: Path) -> None:
+    first, second = tmp_path / "a.wasm", tmp_path / "b.wasm"
+    first.write_bytes(wat_bytes(uniform_wat(score=10)))
+    second.write_bytes(wat_bytes(uniform_wat(score=20)))
+    assert run_publish(first, sim.kubeconfig, moto_s3, name="immutable").returncode == 0
+    again = run_publish(first, sim.kubeconfig, moto_s3, name="immutable")
+    assert again.returncode == 0 and "immutable-v3.0.0 updated" in again.stdout
+    other = run_publish(second, sim.kubeconfig, moto_s3, name="immutable")
+    assert other.returncode == 2
+    assert "already holds another module (sha256 " in other.stderr
+    assert "publish a new version" in other.stderr
+    wait_for(lambda: status(custom, "immutable-v3.0.0").get("phase") == "Ready",
+             what="the first module to keep serving")
+
+
+def test_publish_without_the_crd_uploads_nothing(cluster: Any, moto_s3: Any,
+                                                  tmp_path: Path) -> None:
+    from pyscheduler.wasm.storage import object_digest
+
+    module = tmp_path / "m.wasm"
+    module.write_bytes(wat_bytes(uniform_wat()))
+    done = run_publish(module, cluster.kubeconfig, moto_s3, name="nocrd")
+    assert done.returncode == 2
+    assert "the WsspSchedulerConfiguration CRD is not installed in the cluster (kubectl apply " \
+           "-f manifests/crd-wsspschedulerconfiguration.yaml); nothing was uploaded" in done.stderr
+    assert object_digest("fragments", "nocrd/nocrd-v3.0.0.wasm", moto_s3) is None

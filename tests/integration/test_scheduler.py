@@ -195,9 +195,10 @@ def test_many_pods_no_overcommit_no_double_binding_others_untouched(
     bound = [p for p in pods if p.metadata.name.startswith("m-") and p.spec.node_name]
     # small: 4 x 2 cpu, big: 2 x 8 cpu => 24 cpu (minus earlier pods) / 250m: ~90 pods fit
     assert 60 <= len(bound) <= 96
-    # Every Scheduled event names the node the pod is on: nothing was bound twice.
+    # Every Scheduled event names the node the pod is on: nothing was bound twice. (Events
+    # are written in the background, after the binding: wait for them.)
     for p in bound[:20]:
-        events = [e for e in core.list_namespaced_event(
+        events = wait_for(lambda p=p: [e for e in core.list_namespaced_event(  # type: ignore
             ns, field_selector=f"involvedObject.name={p.metadata.name}").items
-            if e.reason == "Scheduled"]
+            if e.reason == "Scheduled"], what=f"the Scheduled event of {p.metadata.name}")
         assert len(events) == 1 and events[0].message.endswith(f" to {p.spec.node_name}")

@@ -165,7 +165,7 @@ def test_file_urls_need_no_sha256(crd: None, http: Http, cleanup: list[str]) -> 
                  "spec.stages.score.weight", "should be greater than or equal to 1",
                  id="weight"),
     pytest.param({"limits": {"timeoutMilliseconds": 20000}}, "spec.limits.timeoutMilliseconds",
-                 "should be less than or equal to 10000", id="timeout"),
+                 "should be less than or equal to 1000", id="timeout"),
     pytest.param({"limits": {"memoryMiB": 0}}, "spec.limits.memoryMiB",
                  "should be greater than or equal to 1", id="memory"),
     pytest.param({"failurePolicy": "Retry"}, "spec.failurePolicy",

@@ -167,6 +167,7 @@ def test_refused_before_any_request(url: str, sha: str | None, config: StorageCo
 class Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     stop: threading.Event
+    requests: list[str]
 
     def log_message(self, format: str, *args: object) -> None:
         pass
@@ -188,6 +189,7 @@ class Handler(BaseHTTPRequestHandler):
             super().handle()
 
     def do_GET(self) -> None:
+        self.requests.append(self.path)
         self.route()
 
     def route(self) -> None:
@@ -254,7 +256,9 @@ class Handler(BaseHTTPRequestHandler):
 class Server:
     def __init__(self, tls: ssl.SSLContext | None = None) -> None:
         self.stop = threading.Event()
-        handler = type("BoundHandler", (Handler,), {"stop": self.stop})
+        self.requests: list[str] = []
+        handler = type("BoundHandler", (Handler,), {"stop": self.stop,
+                                                    "requests": self.requests})
         self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), handler)
         self.httpd.daemon_threads = True
         if tls is not None:
@@ -288,17 +292,62 @@ def tls_web(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Server, 
     server.close()
 
 
-HTTP = StorageConfig(max_bytes=LIMIT, timeout_seconds=2.0)
+# The test servers listen on loopback: allowed here, as an operator would allow an in-cluster
+# server by name (and with allowPrivateAddresses).
+LOOPBACK = {"allowed_http_hosts": ("127.0.0.1",), "allow_private_addresses": True}
+HTTP = StorageConfig(max_bytes=LIMIT, timeout_seconds=2.0, **LOOPBACK)
 
 
-def test_http_ok_and_redirect(web: Server) -> None:
+def test_http_ok(web: Server) -> None:
     assert fetch(f"{web.base}/m.wasm", MODULE_SHA, HTTP) == MODULE
-    assert fetch(f"{web.base}/redirect", MODULE_SHA, HTTP) == MODULE
 
 
-def test_http_redirect_loop(web: Server) -> None:
-    message, took = failure(f"{web.base}/loop", MODULE_SHA, HTTP)
-    assert message == f"cannot fetch {web.base}/loop: too many redirects"
+@pytest.mark.parametrize("path", ["/redirect", "/loop"])
+def test_http_redirects_are_not_followed(web: Server, path: str) -> None:
+    message, took = failure(f"{web.base}{path}", MODULE_SHA, HTTP)
+    assert message == (f"cannot fetch {web.base}{path}: HTTP 302: redirects are not followed "
+                       f"(give the resource the module's final URL)")
+    assert took < 1.0
+
+
+@pytest.mark.parametrize(("allowed", "private", "message"), [
+    pytest.param((), True, "host 127.0.0.1:{port} is not in storage.allowedHttpHosts (no "
+                           "request was made)", id="no host allowed"),
+    pytest.param(("example.test", "127.0.0.1:1"), True,
+                 "host 127.0.0.1:{port} is not in storage.allowedHttpHosts (no request was made)",
+                 id="another port of the host"),
+    pytest.param(("127.0.0.1",), False,
+                 "127.0.0.1 resolves to 127.0.0.1, which is not a public address (loopback, "
+                 "private, link-local and reserved addresses need "
+                 "storage.allowPrivateAddresses: true; no request was made)",
+                 id="loopback needs allowPrivateAddresses"),
+    pytest.param(("127.0.0.1:{port}",), True, None, id="host and port allowed"),
+])
+def test_http_hosts_must_be_allowed(web: Server, allowed: tuple[str, ...], private: bool,
+                                    message: str | None) -> None:
+    port = web.base.rsplit(":", 1)[1]
+    config = StorageConfig(timeout_seconds=2.0, allow_private_addresses=private,
+                           allowed_http_hosts=tuple(a.format(port=port) for a in allowed))
+    if message is None:
+        assert fetch(f"{web.base}/m.wasm", MODULE_SHA, config) == MODULE
+        return
+    before = len(web.requests)
+    got, _ = failure(f"{web.base}/m.wasm", MODULE_SHA, config)
+    assert got == f"cannot fetch {web.base}/m.wasm: {message.format(port=port)}"
+    assert len(web.requests) == before  # refused before anything was sent
+
+
+@pytest.mark.parametrize("address", ["169.254.169.254", "10.0.0.1", "100.64.0.1", "[::1]",
+                                     "[fd00::1]", "0.0.0.0", "[::ffff:127.0.0.1]"])
+def test_non_public_addresses_are_refused_without_a_request(address: str) -> None:
+    config = StorageConfig(timeout_seconds=2.0, allowed_http_hosts=(address,))
+    url = f"http://{address}/latest/meta-data/m.wasm"
+    message, took = failure(url, MODULE_SHA, config)
+    host = address.strip("[]")
+    assert message.startswith(f"cannot fetch {url}: {host} resolves to ")
+    assert message.endswith("which is not a public address (loopback, private, link-local and "
+                            "reserved addresses need storage.allowPrivateAddresses: true; no "
+                            "request was made)")
     assert took < 1.0
 
 
@@ -330,7 +379,7 @@ def test_http_body_shorter_than_declared(web: Server) -> None:
 
 
 def test_http_slow_server_times_out(web: Server) -> None:
-    config = StorageConfig(timeout_seconds=0.3)
+    config = StorageConfig(timeout_seconds=0.3, **LOOPBACK)
     message, took = failure(f"{web.base}/slow-headers", MODULE_SHA, config)
     assert message == f"cannot fetch {web.base}/slow-headers: timed out after 0.3s"
     assert took < 1.5
@@ -338,7 +387,7 @@ def test_http_slow_server_times_out(web: Server) -> None:
 
 def test_http_trickling_body_hits_the_deadline(web: Server) -> None:
     # Every byte comes well within the per-read timeout; the whole body does not.
-    config = StorageConfig(timeout_seconds=0.5)
+    config = StorageConfig(timeout_seconds=0.5, **LOOPBACK)
     message, took = failure(f"{web.base}/trickle", MODULE_SHA, config)
     assert message.startswith(f"cannot fetch {web.base}/trickle: timed out reading the body after ")
     assert took < 1.5
@@ -353,13 +402,14 @@ def test_unreachable_http_server_fails_fast() -> None:
 
 def test_https_with_the_servers_ca(tls_web: tuple[Server, str]) -> None:
     server, ca = tls_web
-    config = StorageConfig(ca_file=ca, timeout_seconds=2.0)
+    config = StorageConfig(ca_file=ca, timeout_seconds=2.0, **LOOPBACK)
     assert fetch(f"{server.base}/m.wasm", MODULE_SHA, config) == MODULE
 
 
 def test_https_with_an_unknown_ca_is_refused(tls_web: tuple[Server, str]) -> None:
     server, _ = tls_web
-    message, _ = failure(f"{server.base}/m.wasm", MODULE_SHA, StorageConfig(timeout_seconds=2.0))
+    message, _ = failure(f"{server.base}/m.wasm", MODULE_SHA,
+                         StorageConfig(timeout_seconds=2.0, **LOOPBACK))
     assert message.startswith(f"cannot fetch {server.base}/m.wasm: ")
     assert "CERTIFICATE_VERIFY_FAILED" in message
 

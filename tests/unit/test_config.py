@@ -589,6 +589,31 @@ def test_num_feasible_nodes_to_find_matches_kube(percentage: int, nodes: int,
                  '"relative/dir"', id="relative file dir"),
     pytest.param({"storage": {"credentialsSecret": {"namespace": "kube-system"}}},
                  "storage.credentialsSecret.name: is required", id="secret without name"),
+    pytest.param({"fragments": {"timeoutMilliseconds": 5000}},
+                 "fragments.timeoutMilliseconds: must be an integer between 1 and 1000, got "
+                 "5000", id="a deadline above the ceiling"),
+    pytest.param({"fragments": {"maxTimeoutMilliseconds": 200, "timeoutMilliseconds": 300}},
+                 "fragments.timeoutMilliseconds: must not exceed "
+                 "fragments.maxTimeoutMilliseconds (200), got 300",
+                 id="a default deadline above the configured maximum"),
+    pytest.param({"fragments": {"maxTimeoutMilliseconds": 2000}},
+                 "fragments.maxTimeoutMilliseconds: must be an integer between 1 and 1000, got "
+                 "2000", id="a maximum above the CRD's"),
+    pytest.param({"fragments": {"callThreadNice": 20}},
+                 "fragments.callThreadNice: must be an integer between 0 and 19, got 20",
+                 id="nice out of range"),
+    pytest.param({"fragments": {"logLinesPerSecond": 0}},
+                 "fragments.logLinesPerSecond: must be a number between 0.01 and 100000, got 0",
+                 id="no log lines at all"),
+    pytest.param({"fragments": {"quarantineSeconds": -1}},
+                 "fragments.quarantineSeconds: must be a number of seconds greater than 0, "
+                 "got -1", id="negative quarantine"),
+    pytest.param({"storage": {"allowedHttpHosts": ["https://example.org/x"]}},
+                 "storage.allowedHttpHosts[0]: must be a host name or address, optionally with "
+                 ':port (no scheme or path), got "https://example.org/x"', id="a URL for a host"),
+    pytest.param({"storage": {"allowedHttpHosts": "example.org"}},
+                 "storage.allowedHttpHosts: must be a list of host or host:port strings, got "
+                 '"example.org"', id="hosts not a list"),
 ])
 def test_fragment_sections_reject_bad_values(document: object, message: str) -> None:
     assert error_of(document) == f"{SRC}: {message}"
@@ -602,6 +627,21 @@ def test_fragment_sections_round_trip() -> None:
     assert config.schedule_fragment is None
     assert config.fragments.runtime == "wasmer" and config.fragments.timeout_seconds == 0.02
     assert config.storage.allowed_file_dirs == ("/srv/fragments",)
+    assert config.fragments.max_timeout_seconds == 1.0  # the ceiling, by default
+    assert config.fragments.inline_call_seconds == 0.005
+    tuned = parse_config({"fragments": {
+        "maxTimeoutMilliseconds": 400, "timeoutMilliseconds": 100, "logLinesPerSecond": 2.5,
+        "logBurst": 7, "quarantineAfterFailures": 3, "quarantineSeconds": 12,
+        "callThreadNice": 0, "inlineCallMilliseconds": 0},
+        "storage": {"allowedHttpHosts": ["fragments.example.org", "10.0.0.5:8080", "[fd00::1]"],
+                    "allowPrivateAddresses": True}}, "x")
+    f = tuned.fragments
+    assert (f.max_timeout_seconds, f.timeout_seconds, f.log_lines_per_second, f.log_burst,
+            f.quarantine_after_failures, f.quarantine_seconds, f.call_thread_nice,
+            f.inline_call_seconds) == (0.4, 0.1, 2.5, 7, 3, 12.0, 0, 0.0)
+    assert tuned.storage.allowed_http_hosts == ("fragments.example.org", "10.0.0.5:8080",
+                                                "[fd00::1]")
+    assert parse_config(dump_config(tuned), "x").fragments == f
     again = parse_config(dump_config(config), "x")
     assert dataclasses.replace(again, leader_election=config.leader_election) == config
     assert SchedulerConfig().schedule_fragment == "default:v1.0.0"

@@ -82,3 +82,63 @@ def test_bounded_never_swallows_a_cancellation_at_completion() -> None:
             await asyncio.wait([task], timeout=1)
             assert task.cancelled()
     asyncio.run(body())
+
+
+# -- Supervisor ---------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("how", ["raises", "returns", "cancelled from outside"])
+def test_a_watched_task_that_ends_is_a_failure(how: str) -> None:
+    from pyscheduler.kube.tasks import Supervisor
+
+    async def main() -> list[tuple[str, str]]:
+        failures: list[tuple[str, str]] = []
+        supervisor = Supervisor(lambda name, why: failures.append((name, why)))
+
+        async def body() -> None:
+            await asyncio.sleep(0.01)
+            if how == "raises":
+                raise RuntimeError("bug")
+            if how == "returns":
+                return
+            await asyncio.sleep(10)
+
+        task = asyncio.get_running_loop().create_task(body())
+        calm = asyncio.get_running_loop().create_task(asyncio.sleep(10))
+        supervisor.watch("the loop", task)
+        supervisor.watch("calm", calm)
+        if how == "cancelled from outside":
+            await asyncio.sleep(0.02)
+            task.cancel()
+        await asyncio.wait([task])
+        await asyncio.sleep(0)
+        # One failure is all it takes; what ends afterwards is not reported again.
+        calm.cancel()
+        await asyncio.wait([calm])
+        await asyncio.sleep(0)
+        return failures
+
+    failures = asyncio.run(main())
+    why = {"raises": "failed: RuntimeError: bug", "returns": "returned",
+           "cancelled from outside": "cancelled"}[how]
+    assert failures == [("the loop", why)]
+
+
+def test_tasks_stopped_on_purpose_are_not_failures() -> None:
+    from pyscheduler.kube.tasks import Supervisor
+
+    async def main() -> list[tuple[str, str]]:
+        failures: list[tuple[str, str]] = []
+        supervisor = Supervisor(lambda name, why: failures.append((name, why)))
+        owned = asyncio.get_running_loop().create_task(asyncio.sleep(10))
+        rest = asyncio.get_running_loop().create_task(asyncio.sleep(10))
+        supervisor.watch("owned", owned)
+        supervisor.watch("rest", rest)
+        supervisor.unwatch(owned)
+        await cancel_and_wait(owned)
+        supervisor.stop()
+        await cancel_and_wait(rest)
+        await asyncio.sleep(0)
+        assert supervisor.watched == {}
+        return failures
+
+    assert asyncio.run(main()) == []

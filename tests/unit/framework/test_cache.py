@@ -126,3 +126,50 @@ def test_confirm_accepts_only_the_assumed_placement() -> None:
     assert cache.confirm("uid-a", "n1", {})
     assert not cache.is_assumed("uid-a") and requested(cache, "n1") == [500, 1, 1]
     assert not cache.confirm("uid-a", "n1", {})  # already confirmed
+
+
+# -- bounds: nothing the cluster holds can overflow the columns ---------------------------------
+
+def test_a_node_offering_more_than_the_bound_counts_as_the_bound() -> None:
+    from pyscheduler.framework.pod import MAX_QUANTITY
+
+    info = node("huge", cpu="100000000000000000", memory="100Ei")
+    assert info.allocatable["cpu"] == MAX_QUANTITY and info.allocatable["memory"] == MAX_QUANTITY
+
+
+def test_requested_sums_saturate_instead_of_wrapping() -> None:
+    """Pods at the bound, however many on one node, never wrap the int64 sum negative (which
+    would make the node look empty to the fit check)."""
+    from pyscheduler.framework.nodetable import REQUESTED_LIMIT
+    from pyscheduler.framework.pod import MAX_QUANTITY, PodSpecError
+
+    cache = Cache()
+    cache.set_node(node("n1"))
+    slot = cache.table.slots["n1"]
+    for i in range(1100):  # 1100 * 2**53 > 2**63
+        try:
+            pod_info({"metadata": {"name": f"p{i}", "namespace": "ns", "uid": f"u{i}"},
+                      "spec": {"nodeName": "n1", "containers": [{"name": "c", "resources": {
+                          "requests": {"cpu": "10000000000000000"}}}]}})
+        except PodSpecError as exc:
+            assert exc.partial is not None
+            cache.add_pod(exc.partial)
+    cpu = int(cache.table.requested[slot, CPU])
+    assert cpu == REQUESTED_LIMIT and cpu > MAX_QUANTITY
+    # ... and the scoring arithmetic stays in range: (requested + request) * 100 < 2**63
+    assert (REQUESTED_LIMIT + MAX_QUANTITY) * 100 < 2**63
+    assert int(cache.table.requested[slot, PODS]) == 1100
+
+
+def test_a_slot_given_to_another_node_changes_its_occupant() -> None:
+    cache = Cache()
+    cache.set_node(node("a"))
+    cache.set_node(node("b"))
+    table = cache.table
+    before = table.occupant[: table.n].copy()
+    cache.set_node(node("a", cpu="8"))  # an update: same node, same occupant
+    assert np.array_equal(table.occupant[: table.n], before)
+    cache.remove_node("a")
+    cache.set_node(node("c"))  # takes a's slot
+    assert table.slots["c"] == 0 and table.occupant[0] != before[0]
+    assert table.occupant[1] == before[1]

@@ -9,6 +9,7 @@ import pytest
 from pyscheduler.framework.pod import (
     DEFAULT_MEMORY_REQUEST,
     DEFAULT_MILLI_CPU_REQUEST,
+    MAX_QUANTITY,
     PodSpecError,
     pod_info,
 )
@@ -70,9 +71,37 @@ def test_requests(body: dict[str, Any], cpu: int, memory: int, nonzero_cpu: int,
     pytest.param(spec(topologySpreadConstraints=[{"maxSkew": 0, "topologyKey": "z",
                                                   "whenUnsatisfiable": "DoNotSchedule"}]),
                  "maxSkew: must be an integer of at least 1", id="bad spread constraint"),
+    pytest.param(spec(containers=[c("a", "10000000000000000")]),
+                 "resources: the pod requests 10000000000000000000m cpu in all, more than the "
+                 f"scheduler can count (at most {MAX_QUANTITY}m)", id="cpu beyond int64"),
+    pytest.param(spec(containers=[c("a", memory="5Pi"), c("b", memory="5Pi")]),
+                 "resources: the pod requests 11258999068426240 memory in all, more than the "
+                 f"scheduler can count (at most {MAX_QUANTITY})",
+                 id="memory summed over containers beyond the bound"),
+    pytest.param(spec(affinity=["not", "an", "object"]),
+                 "the pod cannot be read: AttributeError", id="a list where an object belongs"),
+    pytest.param(spec(priority="high"), "the pod cannot be read: ValueError",
+                 id="a priority that is not a number"),
 ])
 def test_specs_that_cannot_be_scheduled_name_the_problem(body: dict[str, Any],
                                                          problem: str) -> None:
     with pytest.raises(PodSpecError) as exc:
         pod_info(body)
     assert problem in str(exc.value)
+
+
+def test_a_pod_beyond_the_bounds_is_still_counted_as_far_as_it_can_be() -> None:
+    """A pod already running somewhere with an absurd request still uses its node: the error
+    carries the pod with its amounts capped at the bound, for the cache to count."""
+    with pytest.raises(PodSpecError) as exc:
+        pod_info(spec(containers=[c("a", "10000000000000000", "1Gi")]))
+    partial = exc.value.partial
+    assert partial is not None
+    assert partial.requests == {"cpu": MAX_QUANTITY, "memory": 2**30}
+    assert partial.nonzero_cpu == MAX_QUANTITY
+
+
+def test_an_unreadable_pod_has_no_partial() -> None:
+    with pytest.raises(PodSpecError) as exc:
+        pod_info(spec(affinity=["x"]))
+    assert exc.value.partial is None

@@ -137,6 +137,7 @@ def test_build_check_passes() -> None:
 HOSTILE_IMPORTS = {
     "wasi-import.wasm": [("wasi_snapshot_preview1", "fd_write")],
     "unknown-import.wasm": [("env", "now")],
+    "log-flood.wasm": [("wssp", "log")],
 }
 HOSTILE_LOAD_ERRORS = {
     "abi-v2.wasm": "fragment speaks ABI v2, this scheduler speaks v1",
@@ -144,6 +145,9 @@ HOSTILE_LOAD_ERRORS = {
     "wasi-import.wasm": "import wasi_snapshot_preview1.fd_write",
     "unknown-import.wasm": "import env.now",
     "init-fails.wasm": "wssp_init returned 1",
+    "init-loops.wasm": "wssp_init failed: (fuel exhausted|deadline exceeded)",
+    "marker-f64.wasm": "export wssp_abi_v1 must be a function \\(\\) -> i32 or an i32 global, "
+                       "not a f64 global",
     "invalid.wasm": "not a WebAssembly module",
 }
 
@@ -157,7 +161,8 @@ def test_every_expected_module_is_committed() -> None:
     assert hostile == {"infinite-loop.wasm", "memory-bomb.wasm", "deep-recursion.wasm",
                        "unreachable-score.wasm", "out-of-range.wasm", "abi-v2.wasm",
                        "no-marker.wasm", "wasi-import.wasm", "unknown-import.wasm",
-                       "init-fails.wasm", "filter-fails.wasm", "invalid.wasm"}
+                       "init-fails.wasm", "filter-fails.wasm", "invalid.wasm",
+                       "init-loops.wasm", "marker-f64.wasm", "log-flood.wasm"}
     # every hostile module except the garbage one comes from a .wat next to it
     assert {p.stem for p in HOSTILE.glob("*.wat")} == {h[:-5] for h in hostile} - {"invalid"}
 
@@ -175,6 +180,10 @@ def test_module_is_valid_and_imports_only_the_allowlist(path: Path) -> None:
     exports = {e.name: e.type for e in module.exports}
     if path.parent == HOSTILE:
         assert imports == HOSTILE_IMPORTS.get(path.name, [])
+        if path.name == "marker-f64.wasm":
+            marker = exports["wssp_abi_v1"]
+            assert isinstance(marker, wasmtime.GlobalType)
+            assert marker.content == wasmtime.ValType.f64()
         markers = sorted(n for n in exports if n.startswith("wssp_abi_v"))
         expected = {"abi-v2.wasm": ["wssp_abi_v2"], "no-marker.wasm": []}
         assert markers == expected.get(path.name, ["wssp_abi_v1"])
@@ -247,6 +256,7 @@ HOSTILE_CALLS: dict[str, tuple[set[str] | None, set[str] | None]] = {
     "unreachable-score.wasm": (None, {"trap"}),
     "out-of-range.wasm": ({"output"}, {"output"}),
     "filter-fails.wasm": ({"return"}, None),
+    "log-flood.wasm": ({"trap"}, None),
 }
 
 

@@ -10,10 +10,12 @@ from typing import Any
 import pytest
 import yaml
 
+from pyscheduler.config import MAX_CALL_TIMEOUT_MILLISECONDS
 from pyscheduler.wasm.resource import (
     CRD_PATH,
     GROUP,
     KIND,
+    PHASES,
     PLURAL,
     VERSION,
     FragmentLimits,
@@ -188,10 +190,10 @@ def edited(edit: Callable[[dict[str, Any]], None]) -> dict[str, Any]:
     pytest.param(resource(stages={"score": {"mode": "extend", "weight": True}}),
                  ["spec.stages.score.weight: must be an integer between 1 and 100, got true"],
                  id="weight bool"),
-    pytest.param(resource(limits={"fuel": 0, "timeoutMilliseconds": 10001, "memoryMiB": "1Gi"}),
+    pytest.param(resource(limits={"fuel": 0, "timeoutMilliseconds": 1001, "memoryMiB": "1Gi"}),
                  ["spec.limits.fuel: must be an integer of at least 1, got 0",
-                  "spec.limits.timeoutMilliseconds: must be an integer between 1 and 10000, "
-                  "got 10001",
+                  "spec.limits.timeoutMilliseconds: must be an integer between 1 and 1000, "
+                  "got 1001",
                   'spec.limits.memoryMiB: must be an integer between 1 and 4096, got "1Gi"'],
                  id="bad limits"),
     pytest.param(resource(limits={"cpu": 1}),
@@ -307,7 +309,22 @@ def test_status_patch_when_ready() -> None:
                         "message": "serving", "lastTransitionTime": NOW,
                         "observedGeneration": 4}],
         "digest": SHA, "shortDigest": SHA[:12], "runtime": "wasmtime", "loadTime": "0.120s",
-        "loadedAt": NOW}}
+        "loadedAt": NOW, "nextAttemptAt": None}}
+
+
+def test_status_patch_of_a_quarantine_keeps_what_the_load_recorded() -> None:
+    patch = status_patch("Quarantined", generation=4, message="5 consecutive failed calls",
+                         digest=SHA, runtime="wasmtime", now=NOW,
+                         next_attempt="2030-01-01T00:00:30Z")
+    status = patch["status"]
+    assert status["phase"] == "Quarantined" and status["conditions"][0]["status"] == "False"
+    assert status["conditions"][0]["reason"] == "Quarantined"
+    assert status["nextAttemptAt"] == "2030-01-01T00:00:30Z"
+    # A quarantine is not a load: the load's time and moment stay as they were.
+    assert "loadTime" not in status and "loadedAt" not in status
+    back = status_patch("Ready", generation=4, message="serving", digest=SHA,
+                        runtime="wasmtime", now=NOW, previous=status)["status"]
+    assert back["nextAttemptAt"] is None and "loadedAt" not in back
 
 
 def test_status_patch_when_failed_clears_what_is_unknown() -> None:
@@ -332,7 +349,7 @@ def test_status_patch_cuts_long_messages_and_checks_its_arguments() -> None:
     patch = status_patch("Failed", generation=1, message="x" * 40000, now=NOW)
     assert len(patch["status"]["message"]) == 32768
     assert patch["status"]["message"].endswith("...")
-    with pytest.raises(ValueError, match="phase must be one of Pending, Loading, Ready, Failed"):
+    with pytest.raises(ValueError, match="phase must be one of Pending, Loading, Ready, Quarantined, Failed"):
         status_patch("Done", generation=1, message="", now=NOW)
     with pytest.raises(ValueError, match="generation"):
         status_patch("Ready", generation=-1, message="", now=NOW)
@@ -352,8 +369,12 @@ def test_the_crd_manifest_matches_the_constants() -> None:
     spec = schema["spec"]["properties"]
     assert spec["failurePolicy"]["enum"] == ["Fail", "Ignore", "Default"]
     assert spec["runtime"]["enum"] == ["wasmtime", "wasmer"]
-    assert schema["status"]["properties"]["phase"]["enum"] == [
-        "Pending", "Loading", "Ready", "Failed"]
+    assert schema["status"]["properties"]["phase"]["enum"] == list(PHASES) == [
+        "Pending", "Loading", "Ready", "Quarantined", "Failed"]
+    # The longest call deadline a resource may ask for is the scheduler's own ceiling.
+    limits = spec["limits"]["properties"]
+    assert limits["timeoutMilliseconds"]["maximum"] == MAX_CALL_TIMEOUT_MILLISECONDS
+    assert MAX_CALL_TIMEOUT_MILLISECONDS <= 1000  # well under any lease renew deadline
 
 
 def test_the_name_pattern_in_the_manifest_agrees_with_split_name() -> None:
