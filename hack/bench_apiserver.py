@@ -103,11 +103,14 @@ def sim_up(workdir: Path, cluster: Path, *extra: str,
 
 def run_scheduler(kubeconfig: Path, config: Path,
                   env: dict[str, str] | None = None) -> subprocess.Popen[bytes]:
-    """``pyscheduler run`` in its own process, its output discarded."""
+    """``pyscheduler run`` in its own process, its output discarded (or appended to the file
+    ``$BENCH_SCHEDULER_LOG`` names)."""
+    path = (env or os.environ).get("BENCH_SCHEDULER_LOG")
+    out: Any = open(path, "ab") if path else subprocess.DEVNULL  # noqa: SIM115
     return subprocess.Popen(
         [sys.executable, "-m", "pyscheduler.cli", "run", "--kubeconfig", str(kubeconfig),
          "--config", str(config)],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
+        stdout=out, stderr=out, env=env)
 
 
 @contextlib.contextmanager

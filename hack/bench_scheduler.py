@@ -273,7 +273,7 @@ def bench_e2e(args: argparse.Namespace) -> dict[str, Any]:
         port = 10300 + os.getpid() % 1000
         with fake_nodes_and_scheduler(workdir, args.nodes, {
                 "leaderElection": {"enabled": False}, "metricsAddress": f"127.0.0.1:{port}",
-                "logLevel": "warning",
+                "logLevel": os.environ.get("BENCH_SCHEDULER_LOG_LEVEL", "warning"),
                 "scheduleFragment": None if args.schedule_fragment == "none"
                 else args.schedule_fragment,
                 "storage": {"allowedFileDirs": [str(PACKAGED_FRAGMENTS)]}}) as (sim, sched):

@@ -307,11 +307,7 @@ class Pipeline:
         ``override`` may only *extend* stages here (the built-ins still decide)."""
         t0 = time.perf_counter()
         memo = self._row_local(ctx)
-        feasible = memo.feasible.copy()
-        for plugin in self._other_filters:
-            result = plugin.filter(ctx)
-            if result.passed is not None:
-                feasible &= result.passed[: len(feasible)]
+        feasible = self._builtin_feasible(ctx, memo)
         if override is not None and override.filter is not None:
             extra = override.filter(ctx)
             if extra is not None and extra.passed is not None:
@@ -346,11 +342,27 @@ class Pipeline:
             return nodes
         if not self.incremental:
             return self.filter(ctx).feasible
-        feasible: BoolArray = self._row_local(ctx).feasible.copy()
+        return self._builtin_feasible(ctx, self._row_local(ctx), keep=True)
+
+    _BASE = "pipeline.builtin-feasible"
+
+    def _builtin_feasible(self, ctx: CycleContext, memo: _RowLocalMemo, *,
+                          keep: bool = False) -> BoolArray:
+        """The built-in filters' answer (incremental path), computed once per context and table
+        generation: an attempt that asked for it before evaluating its override gets the same
+        array back when it schedules, without running the filters twice."""
+        cached = ctx.state.get(self._BASE)
+        generation = ctx.table.generation
+        if cached is not None and cached[0] == generation:
+            kept: BoolArray = cached[1].copy()
+            return kept
+        feasible: BoolArray = memo.feasible.copy()
         for plugin in self._other_filters:
             result = plugin.filter(ctx)
             if result.passed is not None:
                 feasible &= result.passed[: len(feasible)]
+        if keep:
+            ctx.state[self._BASE] = (generation, feasible.copy())
         return feasible
 
     def _select(self, feasible: BoolArray, total: IntArray) -> int:

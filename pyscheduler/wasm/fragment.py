@@ -147,9 +147,18 @@ class Answers:
 
     filter: FilterResult | CallError | None
     scores: IntArray | CallError | None
-    occupant: IntArray
+    occupant: IntArray | None  # None: answered at once, on rows that cannot have changed
     filter_seconds: float = 0.0
     score_seconds: float = 0.0
+
+
+def _rows(mask: BoolArray, n: int) -> BoolArray:
+    """``mask`` over ``n`` rows: cut, or padded with False for rows added since it was made."""
+    if len(mask) >= n:
+        return mask[:n]
+    out = np.zeros(n, np.bool_)
+    out[: len(mask)] = mask
+    return out
 
 
 def _stages(guest: Guest, filter: bool, score: bool, base: BoolArray,
@@ -307,57 +316,74 @@ class Fragment:
     def evaluate_inline(self, ctx: CycleContext, base: BoolArray, *, filter: bool = True,
                         score: bool = True) -> Answers | None:
         """:meth:`evaluate` on the calling thread, when that is safe: the fragment has not
-        been offloaded, an instance is serving and no call is in flight. The calls are bounded
-        by ``inline_seconds``; one that runs longer is stopped there, the fragment is
-        offloaded for good, and None is returned (as whenever this cannot answer): the caller
-        then awaits :meth:`evaluate`, which makes the calls again on the worker thread."""
+        been offloaded, an instance is serving and no call is in flight or waiting. The calls
+        are bounded by ``inline_seconds``; None is returned when this cannot answer (the
+        caller then awaits :meth:`evaluate`)."""
         if self.offloaded or not self.inline_seconds or self.waiting \
                 or (self._lock is not None and self._lock.locked()):
             return None
-        table = ctx.table
         refused = self.breaker.admit()
         if refused is not None:
-            return Answers(refused if filter else None, refused if score else None,
-                           table.occupant[: table.n].copy())
-        guest = self._usable(table)
-        if guest is None or not guest.instance.deadlines:
+            return Answers(refused if filter else None, refused if score else None, None)
+        guest = self._usable(ctx.table)
+        if guest is None:
             return None
         try:
             guest.begin(ctx)
         except Resize:
             return None  # a fresh instance is started by the worker
-        filter, score = filter and self.has_filter, score and self.has_score
-        occupant = table.occupant[: table.n].copy()
+        return self._inline(guest, base, filter and self.has_filter, score and self.has_score)
+
+    def _inline(self, guest: Guest, base: BoolArray, filter: bool,
+                score: bool) -> Answers | None:
+        """The calls of the pod ``guest`` was begun for, on this thread within
+        ``inline_seconds``. None, with the instance dropped, when they overran that bound:
+        the pod's calls must be made again on the worker thread, with the whole deadline; when
+        the calls themselves used most of the bound (rather than a machine too busy to run
+        them), the fragment is offloaded: its calls go there from now on."""
+        if not guest.instance.deadlines:
+            return None  # no bound to hold the calls to (wasmer): never on the loop
         self.stats.calls += 1
         guest.instance.shorten_deadline(self.inline_seconds)
         try:
             verdict, scores, filter_seconds, score_seconds, cpu = _stages(
-                guest, filter, score, base[: table.n])
+                guest, filter, score, _rows(base, len(guest._valid)))
         finally:
             guest.instance.shorten_deadline(None)
         failure = next((x for x in (verdict, scores) if isinstance(x, CallError)), None)
         if failure is not None and failure.kind == "timeout" \
                 and self.inline_seconds < self.module.limits.timeout_seconds:
-            # Stopped at the inline bound: this pod's calls are made again on the worker
-            # thread, with the whole deadline. When the calls themselves used most of the bound
-            # (not a machine too busy to run them), the fragment's calls go there from now on.
             self.stats.calls -= 1
             self._guest = None
             if cpu >= self.inline_seconds / 2:
                 self.offloaded = True
                 self.fast_calls = 0
             return None
+        self._settle(failure, cpu)
+        return Answers(verdict, scores, None, filter_seconds, score_seconds)
+
+    def _settle(self, failure: CallError | None, cpu: float) -> None:
+        """Book one evaluation: the breaker, and whether an offloaded fragment's calls are
+        plainly short again (then it runs on the loop again after INLINE_AGAIN_AFTER)."""
         if failure is not None:
             self._failed(failure)
         else:
             self.breaker.record(None)
-        return Answers(verdict, scores, occupant, filter_seconds, score_seconds)
+        if self.offloaded:
+            quick = failure is None and cpu < self.inline_seconds / 2
+            self.fast_calls = self.fast_calls + 1 if quick else 0
+            if self.fast_calls >= INLINE_AGAIN_AFTER:
+                self.offloaded = False
+                self.fast_calls = 0
 
     async def evaluate(self, ctx: CycleContext, base: BoolArray, *, filter: bool = True,
                        score: bool = True) -> Answers:
-        """This pod's filter and/or score calls, made on the worker thread. ``base``: rows the
-        score call may consider besides the fragment's own verdicts (the built-in filters'
-        answer). Never raises :class:`CallError`: failures are in the :class:`Answers`."""
+        """This pod's filter and/or score calls: in turn with the fragment's other pods, a
+        fresh instance started on the worker thread when needed, the calls on this thread when
+        the fragment's calls are short (:meth:`_inline`), else on the worker thread. ``base``:
+        rows the score call may consider besides the fragment's own verdicts (the built-in
+        filters' answer). Never raises :class:`CallError`: failures are in the
+        :class:`Answers`."""
         if self._lock is None:
             self._lock = asyncio.Lock()
         self.waiting += 1
@@ -373,29 +399,20 @@ class Fragment:
         table = ctx.table
         refused = self.breaker.admit()
         if refused is not None:
-            return Answers(refused if filter else None, refused if score else None,
-                           table.occupant[: table.n].copy())
-        self.stats.calls += 1
+            return Answers(refused if filter else None, refused if score else None, None)
         try:
-            guest = await self.start(table)
-            for _ in range(RESIZE_TRIES):
-                try:
-                    guest.begin(ctx)
-                    break
-                except Resize:
-                    guest = await self._start_fresh(table, 2 * guest.label_capacity)
-            else:
-                raise CallError("trap", "the node table keeps outgrowing fresh instances")
-        except LoadError as exc:
-            error = self._failed(CallError("trap", f"fresh instance failed: {exc}"))
-            return Answers(error if filter else None, error if score else None,
-                           table.occupant[: table.n].copy())
+            guest = await self._begun(ctx)
+            if not self.offloaded and self.inline_seconds and guest.instance.deadlines:
+                answers = self._inline(guest, base, filter, score)
+                if answers is not None:
+                    return answers
+                guest = await self._begun(ctx)  # the overrun dropped the instance
         except CallError as exc:
             error = self._failed(exc)
-            return Answers(error if filter else None, error if score else None,
-                           table.occupant[: table.n].copy())
+            return Answers(error if filter else None, error if score else None, None)
+        self.stats.calls += 1
         occupant = table.occupant[: table.n].copy()
-        base = base[: table.n].copy()
+        base = _rows(base, table.n).copy()
         try:
             verdict, scores, filter_seconds, score_seconds, cpu = await self.worker.submit(
                 lambda: _stages(guest, filter, score, base))
@@ -403,20 +420,25 @@ class Fragment:
             # The call goes on in the worker thread: nobody may touch this instance again.
             self._guest = None
             raise
-        failure = next((x for x in (verdict, scores) if isinstance(x, CallError)), None)
-        if failure is not None:
-            self._failed(failure)
-        else:
-            self.breaker.record(None)
-        if self.offloaded:
-            # Back to the loop once the calls are plainly short again (the one that was not
-            # may have been a hiccup of the machine rather than of the fragment).
-            quick = failure is None and cpu < self.inline_seconds / 2
-            self.fast_calls = self.fast_calls + 1 if quick else 0
-            if self.fast_calls >= INLINE_AGAIN_AFTER:
-                self.offloaded = False
-                self.fast_calls = 0
+        self._settle(next((x for x in (verdict, scores) if isinstance(x, CallError)), None),
+                     cpu)
         return Answers(verdict, scores, occupant, filter_seconds, score_seconds)
+
+    async def _begun(self, ctx: CycleContext) -> Guest:
+        """The serving instance (started on the worker thread if needed), begun for the pod of
+        ``ctx``; :class:`CallError` when no instance can serve."""
+        table = ctx.table
+        try:
+            guest = await self.start(table)
+            for _ in range(RESIZE_TRIES):
+                try:
+                    guest.begin(ctx)
+                    return guest
+                except Resize:
+                    guest = await self._start_fresh(table, 2 * guest.label_capacity)
+        except LoadError as exc:
+            raise CallError("trap", f"fresh instance failed: {exc}") from None
+        raise CallError("trap", "the node table keeps outgrowing fresh instances")
 
     def _failed(self, error: CallError) -> CallError:
         self.stats.failures += 1
@@ -460,12 +482,14 @@ class Fragment:
         return scores
 
 
-def unchanged_rows(answers: Answers, table: NodeTable) -> BoolArray:
+def unchanged_rows(answers: Answers, table: NodeTable) -> BoolArray | None:
     """Over ``table``'s current rows: those that still hold the node the answers were computed
-    for (a row added or given to another node since is False)."""
+    for (a row added or given to another node since is False); None when every row does."""
     n = table.n
     old = answers.occupant
+    if old is None:
+        return None
     same = np.zeros(n, np.bool_)
     m = min(n, len(old))
     same[:m] = table.occupant[:m] == old[:m]
-    return same
+    return None if m == n and bool(same.all()) else same

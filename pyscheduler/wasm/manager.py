@@ -603,7 +603,8 @@ class FragmentManager:
                 verdict = FilterResult.all_pass() if policy == "Ignore" else None
             elif answers.filter is not None:
                 observe("filter", "ok", answers.filter_seconds)
-                verdict = _on_current_rows(answers.filter, same)
+                verdict = answers.filter if same is None else \
+                    _on_current_rows(answers.filter, same)
             if isinstance(answers.scores, CallError):
                 if not filter_failed:  # else the score call was not made
                     observe("score", answers.scores.kind, answers.score_seconds)
@@ -611,7 +612,8 @@ class FragmentManager:
                 scores = np.zeros(ctx.table.n, np.int64) if policy == "Ignore" else None
             elif answers.scores is not None:
                 observe("score", "ok", answers.score_seconds)
-                scores = _scores_on_current_rows(answers.scores, same)
+                scores = answers.scores if same is None else \
+                    _scores_on_current_rows(answers.scores, same)
             fixed_verdict, fixed_scores = verdict, scores
             return StageOverride(
                 name=name,

@@ -304,3 +304,26 @@ def test_an_offloaded_fragment_returns_to_the_loop_once_its_calls_are_short_agai
         assert frag.evaluate_inline(ctx, ctx.nodes().copy(), score=False) is not None
         frag.stop()
     asyncio.run(main())
+
+
+def test_a_base_computed_before_nodes_were_added_is_padded() -> None:
+    """The rows the score call may consider were worked out before the pod's turn came; the
+    table grew meanwhile: the new rows are simply not candidates."""
+    async def main() -> None:
+        table = table_of("a", "b")
+        base = table.valid[: table.n].copy()
+        for name in ("c", "d", "e"):
+            table.set_node(node_info(node(name)))
+        from pyscheduler.wasm.manager import PACKAGED_DIR
+
+        frag = Fragment.compile((PACKAGED_DIR / "default-v1.0.0.wasm").read_bytes())
+        await frag.start(table)
+        for inline in (0.0, 0.005):  # on the worker thread, and on the loop
+            frag.inline_seconds = inline
+            answers = await frag.evaluate(ctx_for(table), base)
+            assert not isinstance(answers.filter, CallError) and answers.filter is not None
+            assert not isinstance(answers.scores, CallError) and answers.scores is not None
+            assert answers.scores.tolist()[2:] == [0, 0, 0]  # not candidates: no score
+            assert min(answers.scores.tolist()[:2]) > 0
+        frag.stop()
+    asyncio.run(main())
