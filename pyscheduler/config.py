@@ -50,6 +50,8 @@ from typing import Any, Final, TypeGuard
 import yaml
 from yaml.constructor import ConstructorError
 
+from pyscheduler.api import names
+
 __all__ = [
     "ASSUMED_POD_TTL_SECONDS",
     "BIND_CONCURRENCY",
@@ -80,7 +82,7 @@ __all__ = [
     "render_value",
 ]
 
-DEFAULT_SCHEDULER_NAME: Final = "pyscheduler"
+DEFAULT_SCHEDULER_NAME: Final = names.DEFAULT_SCHEDULER_NAME
 DEFAULT_METRICS_ADDRESS: Final = "127.0.0.1:10259"
 #: The fragment for pods without the wssp/schedulefragment annotation (shipped in the package).
 DEFAULT_SCHEDULE_FRAGMENT: Final = "default:v1.0.0"

@@ -131,7 +131,8 @@ class SchedulerApp:
 
     async def _retry_in_next_pool(self, pod: dict[str, Any], pools: int) -> None:
         """A bare pod the cloud refused: its copy is scheduled again and skips that pool."""
-        from pyscheduler.virtual.burst import ATTEMPT_ANNOTATION, next_pool_pod
+        from pyscheduler.api.names import BURST_ATTEMPT_ANNOTATION
+        from pyscheduler.virtual.burst import next_pool_pod
         replacement = next_pool_pod(pod, pools)
         if replacement is None:
             return
@@ -147,7 +148,7 @@ class SchedulerApp:
             return
         recorder.record(pod, type_="Normal", reason="BurstRetry", action="Burst",
                         note=f"created {meta['name']} to try the next pool (attempt "
-                             f"{meta['annotations'][ATTEMPT_ANNOTATION]} of {pools})")
+                             f"{meta['annotations'][BURST_ATTEMPT_ANNOTATION]} of {pools})")
 
     async def _storage_config(self) -> StorageConfig:
         s = self.config.storage

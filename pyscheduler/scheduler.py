@@ -34,12 +34,13 @@ import numpy as np
 import orjson
 import structlog
 
+from pyscheduler.api.names import DECISION_ANNOTATION, EXPLAIN_ANNOTATION, VIRTUAL_LABEL
 from pyscheduler.api.labels import LabelSelector
 from pyscheduler.config import SchedulerConfig
 from pyscheduler.framework.cache import Cache
 from pyscheduler.framework.interface import CycleContext
 from pyscheduler.framework.nodetable import BoolArray, NodeInfo, node_info
-from pyscheduler.virtual.burst import VIRTUAL_LABEL, Burster
+from pyscheduler.virtual.burst import Burster
 from pyscheduler.framework.pipeline import (
     Pipeline,
     ScheduleResult,
@@ -63,12 +64,10 @@ from pyscheduler.kube.informer import Informer
 from pyscheduler.metrics import AttemptResult, SchedulerMetrics
 from pyscheduler.plugins.registry import build_profile
 
-__all__ = ["EXPLAIN_ANNOTATION", "DECISION_ANNOTATION", "Scheduler"]
+__all__ = ["Scheduler"]
 
 log = structlog.get_logger("pyscheduler.scheduler")
 
-EXPLAIN_ANNOTATION = "wssp/explain"
-DECISION_ANNOTATION = "wssp/decision"
 BIND_RETRIES = 3
 # The PodScheduled=False reason for an attempt that failed on a fault, not for lack of a node
 # (kube-scheduler writes its SchedulerError reason the same way).

@@ -29,38 +29,28 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from pyscheduler.api.names import (
+    BURST_ANNOTATION,
+    BURST_ATTEMPT_ANNOTATION,
+    INSTANCE_ANNOTATION,
+    NEVER,
+    PLATFORM_LABEL,
+    POOL_LABEL,
+    REPLACES_ANNOTATION,
+    VIRTUAL_LABEL,
+    virtual_node_name,
+)
 from pyscheduler.framework.pod import NodeSelectorRequirement, NodeSelectorTerm
 
 __all__ = [
-    "ATTEMPT_ANNOTATION",
-    "BURST_ANNOTATION",
-    "INSTANCE_ANNOTATION",
-    "PLATFORM_LABEL",
-    "POOL_LABEL",
-    "REPLACES_ANNOTATION",
-    "VIRTUAL_LABEL",
-    "VIRTUAL_NODE_PREFIX",
     "BurstDecision",
     "Burster",
     "PoolSettings",
     "burst_blocker",
     "next_pool_pod",
-    "virtual_node_name",
 ]
 
-PLATFORM_LABEL = "wssp/cloud-platform"
-POOL_LABEL = "wssp/cloud-pool"
-VIRTUAL_LABEL = "wssp/virtual-node"
-BURST_ANNOTATION = "wssp/burst"
-VIRTUAL_NODE_PREFIX = "wssp-virtual-"
-ATTEMPT_ANNOTATION = "wssp/burst-attempt"
-REPLACES_ANNOTATION = "wssp/replaces"
-INSTANCE_ANNOTATION = "wssp/cloud-instance"
 _MAX_NAME = 253
-
-
-def virtual_node_name(pool: str) -> str:
-    return f"{VIRTUAL_NODE_PREFIX}{pool}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -112,7 +102,7 @@ def burst_blocker(pod: Mapping[str, Any]) -> str | None:
     """Why this pod may never run on a virtual node, or None when it may."""
     meta = pod.get("metadata") or {}
     spec = pod.get("spec") or {}
-    if (meta.get("annotations") or {}).get(BURST_ANNOTATION) == "never":
+    if (meta.get("annotations") or {}).get(BURST_ANNOTATION) == NEVER:
         return f'the pod is annotated {BURST_ANNOTATION}: "never"'
     for ref in meta.get("ownerReferences") or ():
         if ref.get("kind") == "DaemonSet":
@@ -288,7 +278,7 @@ def next_pool_pod(pod: Mapping[str, Any], pools: int) -> dict[str, Any] | None:
         return None
     annotations = dict(meta.get("annotations") or {})
     try:
-        attempt = int(annotations.get(ATTEMPT_ANNOTATION, "1")) + 1
+        attempt = int(annotations.get(BURST_ATTEMPT_ANNOTATION, "1")) + 1
     except ValueError:
         attempt = 2
     if attempt > pools:
@@ -300,7 +290,7 @@ def next_pool_pod(pod: Mapping[str, Any], pools: int) -> dict[str, Any] | None:
     suffix = f"-p{attempt}"
     name = original[:_MAX_NAME - len(suffix)].rstrip("-.") + suffix
     annotations.pop(INSTANCE_ANNOTATION, None)
-    annotations[ATTEMPT_ANNOTATION] = str(attempt)
+    annotations[BURST_ATTEMPT_ANNOTATION] = str(attempt)
     annotations[REPLACES_ANNOTATION] = f"{original} ({meta.get('name')} {meta.get('uid', '')})"
     labels = {k: v for k, v in (meta.get("labels") or {}).items()
               if k not in (VIRTUAL_LABEL, POOL_LABEL)}

@@ -48,6 +48,17 @@ from typing import Any
 
 import structlog
 
+from pyscheduler.api.names import (
+    PLATFORM_LABEL,
+    POOL_LABEL,
+    PROVIDER_TAINT_KEY,
+    ROLE_AGENT,
+    ROLE_LABEL,
+    TYPE_LABEL,
+    TYPE_VIRTUAL_KUBELET,
+    VIRTUAL_NODE_PREFIX,
+    virtual_node_name,
+)
 from pyscheduler.api.quantity import format_quantity
 from pyscheduler.kube.client import KubeClient, api_path
 from pyscheduler.kube.errors import AlreadyExistsError, KubeError, NotFoundError
@@ -57,34 +68,19 @@ from pyscheduler.virtual.types import CloudAdapter, CloudError, PoolCapacity
 
 __all__ = [
     "CLOUD_UNAVAILABLE",
-    "LABEL_CLOUD_PLATFORM",
-    "LABEL_CLOUD_POOL",
-    "LABEL_ROLE",
-    "LABEL_TYPE",
     "NODE_LEASE_NAMESPACE",
-    "PROVIDER_TAINT_KEY",
     "PoolConfig",
-    "TYPE_VIRTUAL_KUBELET",
-    "VIRTUAL_NODE_PREFIX",
     "VirtualNodeManager",
     "describe_cloud_failure",
     "node_capacity",
     "virtual_node",
-    "virtual_node_name",
 ]
 
 log = structlog.get_logger("pyscheduler.virtual.node")
 
 Obj = dict[str, Any]
 
-VIRTUAL_NODE_PREFIX = "wssp-virtual-"
-LABEL_TYPE = "type"
-TYPE_VIRTUAL_KUBELET = "virtual-kubelet"
-LABEL_ROLE = "kubernetes.io/role"
 LABEL_HOSTNAME = "kubernetes.io/hostname"
-LABEL_CLOUD_PLATFORM = "wssp/cloud-platform"
-LABEL_CLOUD_POOL = "wssp/cloud-pool"
-PROVIDER_TAINT_KEY = "virtual-kubelet.io/provider"
 NODE_LEASE_NAMESPACE = "kube-node-lease"
 LEASES_API = "coordination.k8s.io/v1"
 CLOUD_UNAVAILABLE = "CloudUnavailable"
@@ -103,11 +99,6 @@ def _utcnow() -> dt.datetime:
 
 def _rfc3339(moment: dt.datetime) -> str:
     return moment.astimezone(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-def virtual_node_name(pool: str) -> str:
-    """The Node that stands for ``pool``: ``wssp-virtual-<pool>``."""
-    return f"{VIRTUAL_NODE_PREFIX}{pool}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -171,11 +162,11 @@ def _conditions(ready: bool, message: str, heartbeat: str, transition: str,
 
 def _labels(pool: PoolConfig) -> dict[str, str]:
     return {
-        LABEL_TYPE: TYPE_VIRTUAL_KUBELET,
-        LABEL_ROLE: "agent",
+        TYPE_LABEL: TYPE_VIRTUAL_KUBELET,
+        ROLE_LABEL: ROLE_AGENT,
         LABEL_HOSTNAME: pool.node_name,
-        LABEL_CLOUD_PLATFORM: pool.platform,
-        LABEL_CLOUD_POOL: pool.name,
+        PLATFORM_LABEL: pool.platform,
+        POOL_LABEL: pool.name,
         "kubernetes.io/os": "linux",
         "beta.kubernetes.io/os": "linux",
         # A virtual node is no backend for a cloud load balancer (virtual-kubelet sets both).

@@ -66,13 +66,19 @@ from typing import Any, NoReturn, Protocol
 
 import structlog
 
+from pyscheduler.api.names import (
+    INSTANCE_ANNOTATION,
+    TAG_POD_NAME,
+    TAG_POD_NAMESPACE,
+    TAG_POD_UID,
+    TAG_POOL,
+)
 from pyscheduler.api.quantity import QuantityError, milli_value, value
 from pyscheduler.kube.client import KubeClient, api_path
 from pyscheduler.kube.errors import ConflictError, KubeError, NotFoundError
 from pyscheduler.kube.events import EventRecorder, EventType
 from pyscheduler.kube.informer import Handlers, Informer
 from pyscheduler.kube.tasks import bounded, cancel_and_wait
-from pyscheduler.virtual.burst import INSTANCE_ANNOTATION
 from pyscheduler.virtual.node import PoolConfig, describe_cloud_failure
 from pyscheduler.virtual.types import (
     FAILED,
@@ -90,7 +96,6 @@ __all__ = [
     "ACTION_CREATE",
     "ACTION_DELETE",
     "ACTION_GET",
-    "ANNOTATION_INSTANCE",
     "Conversion",
     "METRIC_NAMES",
     "OnCreateFailed",
@@ -103,9 +108,6 @@ __all__ = [
     "REASON_INSTANCE_NOT_FOUND",
     "REASON_PROVIDER_FAILED",
     "REASON_UNSUPPORTED",
-    "TAG_POD_NAME",
-    "TAG_POD_NAMESPACE",
-    "TAG_POD_UID",
     "VirtualPodProvider",
     "build_instance_request",
     "event_note",
@@ -121,11 +123,6 @@ log = structlog.get_logger("pyscheduler.virtual.provider")
 Obj = dict[str, Any]
 OnCreateFailed = Callable[[Obj], Awaitable[None]]
 
-ANNOTATION_INSTANCE = INSTANCE_ANNOTATION
-TAG_POD_UID = "wssp/pod-uid"
-TAG_POD_NAMESPACE = "wssp/pod-namespace"
-TAG_POD_NAME = "wssp/pod-name"
-TAG_POOL = "wssp/cloud-pool"
 
 # Pod event reasons and actions (events.k8s.io ``reason``/``action``).
 REASON_CREATE = "ProviderCreate"
@@ -526,7 +523,7 @@ def event_note(op: str, instance_id: str, pool: str, result: str) -> str:
 def parse_instance_annotation(pod: Obj) -> tuple[str, str] | None:
     """``(pool, instance id)`` from the pod's ``wssp/cloud-instance`` annotation, if any."""
     annotations = (pod.get("metadata") or {}).get("annotations") or {}
-    raw = annotations.get(ANNOTATION_INSTANCE)
+    raw = annotations.get(INSTANCE_ANNOTATION)
     if not isinstance(raw, str) or "/" not in raw:
         return None
     pool, _, instance_id = raw.partition("/")
@@ -1129,7 +1126,7 @@ class VirtualPodProvider:
         record = st if st is not None and not st.annotated and st.instance_id else None
         if record is not None:
             patch_meta["annotations"] = {
-                ANNOTATION_INSTANCE: f"{record.pool.name}/{record.instance_id}"}
+                INSTANCE_ANNOTATION: f"{record.pool.name}/{record.instance_id}"}
         try:
             await self.client.patch_pod_status(
                 str(meta.get("namespace") or "default"), str(meta["name"]),

@@ -38,6 +38,16 @@ from typing import Any
 import numpy as np
 import structlog
 
+from pyscheduler.api.names import (
+    DELETION_COST_ANNOTATION,
+    INSTANCE_ANNOTATION,
+    MOVED_FROM_ANNOTATION,
+    NEVER,
+    POOL_LABEL,
+    REBALANCE_ANNOTATION,
+    VIRTUAL_LABEL,
+    VIRTUAL_NODE_PREFIX,
+)
 from pyscheduler.config import RebalancerConfig
 from pyscheduler.framework.pod import PodInfo, PodSpecError, pod_info
 from pyscheduler.kube.errors import (
@@ -48,20 +58,11 @@ from pyscheduler.kube.errors import (
     TooManyRequestsError,
 )
 from pyscheduler.kube.tasks import cancel_and_wait
-from pyscheduler.virtual.burst import (
-    INSTANCE_ANNOTATION,
-    POOL_LABEL,
-    VIRTUAL_LABEL,
-    VIRTUAL_NODE_PREFIX,
-)
 
-__all__ = ["REBALANCE_ANNOTATION", "Rebalancer"]
+__all__ = ["Rebalancer"]
 
 log = structlog.get_logger("pyscheduler.rebalancer")
 
-REBALANCE_ANNOTATION = "wssp/rebalance"
-MOVED_FROM_ANNOTATION = "wssp/moved-from"
-DELETION_COST = "controller.kubernetes.io/pod-deletion-cost"
 Obj = dict[str, Any]
 
 
@@ -166,7 +167,7 @@ class Rebalancer:
                 continue
             if (obj.get("status") or {}).get("phase") != "Running":
                 continue
-            if (meta.get("annotations") or {}).get(REBALANCE_ANNOTATION) == "never":
+            if (meta.get("annotations") or {}).get(REBALANCE_ANNOTATION) == NEVER:
                 outcomes.append((key, "never"))
                 continue
             if self.clock() - self._since(obj) < s.min_cloud_seconds:
@@ -364,7 +365,7 @@ class Rebalancer:
         ns, name, uid = meta["namespace"], meta["name"], str(meta["uid"])
         try:
             await client.patch(f"/api/v1/namespaces/{ns}/pods/{name}", {
-                "metadata": {"annotations": {DELETION_COST: "-1000"}}})
+                "metadata": {"annotations": {DELETION_COST_ANNOTATION: "-1000"}}})
             await client.create(f"/api/v1/namespaces/{ns}/pods/{name}/eviction", {
                 "apiVersion": "policy/v1", "kind": "Eviction",
                 "metadata": {"name": name, "namespace": ns},

@@ -62,6 +62,7 @@ from typing import Any
 import numpy as np
 import structlog
 
+from pyscheduler.api.names import FRAGMENT_ANNOTATION
 from pyscheduler.config import FragmentsConfig
 from pyscheduler.framework.interface import CycleContext, FilterResult, Reason
 from pyscheduler.framework.nodetable import BoolArray, IntArray, NodeTable
@@ -91,7 +92,6 @@ from pyscheduler.wasm.resource import (
 from pyscheduler.wasm.vm import Limits
 
 __all__ = [
-    "ANNOTATION",
     "CRD_INSTALL_HINT",
     "PACKAGED_DIR",
     "FragmentManager",
@@ -100,7 +100,6 @@ __all__ = [
 
 log = structlog.get_logger("pyscheduler.wasm")
 
-ANNOTATION = "wssp/schedulefragment"
 PACKAGED_DIR = Path(__file__).parent / "fragments"
 RESOURCE_PATH = f"/apis/{GROUP}/{VERSION}/{PLURAL}"
 CRD_INSTALL_HINT = "kubectl apply -f manifests/crd-wsspschedulerconfiguration.yaml"
@@ -690,7 +689,7 @@ class FragmentManager:
 
     def select(self, pod: PodInfo) -> Selection:
         """The stage overrides for ``pod``; :class:`StageUnavailable` when it must wait."""
-        wanted = pod.annotations.get(ANNOTATION)
+        wanted = pod.annotations.get(FRAGMENT_ANNOTATION)
         if wanted is None:
             if self.default is None:
                 return Selection(None)
@@ -702,7 +701,7 @@ class FragmentManager:
         try:
             name, version = selector(wanted)
         except ValueError as exc:
-            raise StageUnavailable(f"annotation {ANNOTATION}: {exc}") from None
+            raise StageUnavailable(f"annotation {FRAGMENT_ANNOTATION}: {exc}") from None
         resource = f"{name}-v{format_version(version)}" if version is not None else None
         entry = self.entries.get(resource) if resource is not None else None
         if entry is not None and entry.spec is not None and entry.spec.shadow:

@@ -30,11 +30,8 @@ from pyscheduler.sim.harness import BackgroundCluster
 from pyscheduler.virtual.cloud import HttpCloudAdapter
 from pyscheduler.virtual.cloudsim import BackgroundCloudSim, PoolSpec
 from pyscheduler.virtual.node import PoolConfig, VirtualNodeManager
-from pyscheduler.virtual.provider import (
-    ANNOTATION_INSTANCE,
-    METRIC_ORPHANS_COLLECTED,
-    VirtualPodProvider,
-)
+from pyscheduler.api.names import INSTANCE_ANNOTATION
+from pyscheduler.virtual.provider import METRIC_ORPHANS_COLLECTED, VirtualPodProvider
 from pyscheduler.virtual.types import (
     FAILED,
     SUCCEEDED,
@@ -338,7 +335,7 @@ def test_pods_run_with_the_instance_ip_and_are_deleted_with_their_instance(
                 assert "startedAt" in cs["state"]["running"]
                 for type_ in ("PodScheduled", "Initialized", "ContainersReady", "Ready"):
                     assert condition(p, type_)["status"] == "True", type_
-                assert p["metadata"]["annotations"][ANNOTATION_INSTANCE] == \
+                assert p["metadata"]["annotations"][INSTANCE_ANNOTATION] == \
                     f"{env.pool.name}/{inst.id}"
                 # The request: requests, plain env only, the pod UID as key.
                 assert (inst.cpu_millis, inst.memory_bytes) == (250, 256 << 20)
@@ -406,7 +403,7 @@ def test_each_status_is_written_once_with_the_instance_annotation(
             pods = await env.all_running(names)
             instances = {i.pod_uid: i.id for i in await env.instances()}
             for p in pods:
-                assert p["metadata"]["annotations"][ANNOTATION_INSTANCE] == \
+                assert p["metadata"]["annotations"][INSTANCE_ANNOTATION] == \
                     f"{env.pool.name}/{instances[p['metadata']['uid']]}"
             await asyncio.sleep(0.5)  # several status polls and re-syncs later
             cluster.call(lambda: setattr(server, "audit_log", None))
@@ -557,7 +554,7 @@ def test_provider_restart_mid_burst_makes_no_duplicate_and_leaves_no_orphan(
                 assert {i.pod_uid for i in instances} == uids           # no orphan
                 for p in pods:
                     assert p is not None
-                    annotation = p["metadata"]["annotations"][ANNOTATION_INSTANCE]
+                    annotation = p["metadata"]["annotations"][INSTANCE_ANNOTATION]
                     assert annotation.split("/", 1)[1] in {i.id for i in instances}
                 assert second.counters[METRIC_ORPHANS_COLLECTED] == 0
     run(body)

@@ -8,18 +8,16 @@ from typing import Any
 
 import pytest
 
-from pyscheduler.virtual.node import (
-    LABEL_CLOUD_PLATFORM,
-    LABEL_CLOUD_POOL,
+from pyscheduler.api.names import (
+    INSTANCE_ANNOTATION,
+    PLATFORM_LABEL,
+    POOL_LABEL,
     PROVIDER_TAINT_KEY,
-    PoolConfig,
-    node_capacity,
-    virtual_node,
+    TAG_POD_UID,
     virtual_node_name,
 )
+from pyscheduler.virtual.node import PoolConfig, node_capacity, virtual_node
 from pyscheduler.virtual.provider import (
-    ANNOTATION_INSTANCE,
-    TAG_POD_UID,
     PodConversionError,
     build_instance_request,
     event_note,
@@ -228,9 +226,9 @@ def test_event_note_and_annotation_formats() -> None:
         "create instance - in pool aci: rejected (QuotaExceeded): full"
     p = pod()
     assert parse_instance_annotation(p) is None
-    p["metadata"]["annotations"] = {ANNOTATION_INSTANCE: "aci/aci-00000001"}
+    p["metadata"]["annotations"] = {INSTANCE_ANNOTATION: "aci/aci-00000001"}
     assert parse_instance_annotation(p) == ("aci", "aci-00000001")
-    p["metadata"]["annotations"] = {ANNOTATION_INSTANCE: "garbage"}
+    p["metadata"]["annotations"] = {INSTANCE_ANNOTATION: "garbage"}
     assert parse_instance_annotation(p) is None
 
 
@@ -262,7 +260,7 @@ def test_virtual_node_shape() -> None:
     assert labels["type"] == "virtual-kubelet"
     assert labels["kubernetes.io/role"] == "agent"
     assert labels["kubernetes.io/hostname"] == "wssp-virtual-aci"
-    assert (labels[LABEL_CLOUD_PLATFORM], labels[LABEL_CLOUD_POOL]) == ("azure", "aci")
+    assert (labels[PLATFORM_LABEL], labels[POOL_LABEL]) == ("azure", "aci")
     assert node["spec"]["taints"] == [{"key": PROVIDER_TAINT_KEY, "value": "azure",
                                        "effect": "NoSchedule"}]
     assert node["status"]["capacity"] == node["status"]["allocatable"] == \
