@@ -34,8 +34,11 @@ from pyscheduler.kube.leader import LeaderElector
 from pyscheduler.kube.tasks import Supervisor, bounded, cancel_and_wait
 from pyscheduler.metrics import HealthServer, SchedulerMetrics
 from pyscheduler.scheduler import Scheduler
-from pyscheduler.virtual.burst import Burster, PoolSettings
+from pyscheduler.virtual.cloud import HttpCloudAdapter
+from pyscheduler.virtual.node import PoolConfig, VirtualNodeManager
+from pyscheduler.virtual.provider import VirtualPodProvider
 from pyscheduler.virtual.rebalancer import Rebalancer
+from pyscheduler.virtual.refusals import RefusalHandler
 from pyscheduler.wasm.manager import FragmentManager
 from pyscheduler.wasm.storage import StorageConfig
 
@@ -55,9 +58,7 @@ class SchedulerApp:
         vn = config.virtual_nodes
         if vn.enabled:
             self.metrics.init_pools(p.name for p in vn.pools)
-        burster = Burster([PoolSettings(p.name, p.platform, p.max_pods) for p in vn.pools]) \
-            if vn.enabled else None
-        self.scheduler = Scheduler(client, config, metrics=self.metrics, burster=burster)
+        self.scheduler = Scheduler(client, config, metrics=self.metrics)
         self.metrics.init_informers(i.name for i in self.scheduler.informers)
         self.health = HealthServer(self.metrics, host=config.metrics_host,
                                    port=config.metrics_port)
@@ -71,12 +72,10 @@ class SchedulerApp:
             default=config.schedule_fragment, metrics=self.metrics,
             on_ready=self.scheduler.fragment_ready, writes_status=lambda: self.leading)
         self.scheduler.select = self.fragments.select
-        self.cloud: Any | None = None
-        self.virtual_nodes: Any | None = None
-        self.provider: Any | None = None
+        self.cloud: HttpCloudAdapter | None = None
+        self.virtual_nodes: VirtualNodeManager | None = None
+        self.provider: VirtualPodProvider | None = None
         self.rebalancer: Rebalancer | None = None
-        self._limits_task: asyncio.Task[None] | None = None
-        self._prices: dict[str, float] = {}  # pool -> price per cpu-hour (rebalance order)
         self.lost_leadership = asyncio.Event()
         self._stopping = False  # stop() called: stepping down is then expected, not a loss
         self.elector: LeaderElector | None = None
@@ -86,10 +85,6 @@ class SchedulerApp:
             self._wire_virtual_nodes()
 
     def _wire_virtual_nodes(self) -> None:
-        from pyscheduler.virtual.cloud import HttpCloudAdapter
-        from pyscheduler.virtual.node import PoolConfig, VirtualNodeManager
-        from pyscheduler.virtual.provider import VirtualPodProvider
-
         vn = self.config.virtual_nodes
         metrics = self.metrics
 
@@ -104,51 +99,14 @@ class SchedulerApp:
             self.client, self.cloud, pools, heartbeat_seconds=vn.heartbeat_seconds,
             refresh_seconds=vn.refresh_seconds,
             not_ready_after_seconds=vn.not_ready_after_seconds)
-        burster = self.scheduler.burster
-        assert burster is not None
-
-        async def create_failed(pod: dict[str, Any]) -> None:
-            # The pool kept refusing this pod: its replacement (a controller's next pod)
-            # tries the next pool instead.
-            from pyscheduler.framework.pod import PodSpecError, pod_info
-            try:
-                info = pod_info(pod)
-            except PodSpecError:
-                return
-            burster.refused(str((pod.get("spec") or {}).get("nodeName") or ""),
-                            info.requests.get("cpu", 0), info.requests.get("memory", 0))
-            await self._retry_in_next_pool(pod, len(vn.pools))
-
         self.provider = VirtualPodProvider(
             self.client, self.cloud, pools, recorder=self.scheduler.recorder,
-            on_create_failed=create_failed,
+            on_create_failed=RefusalHandler(self.scheduler, pools),
             orphan_grace_seconds=vn.orphan_grace_seconds,
             reconcile_seconds=vn.reconcile_seconds, metrics=self.metrics,
             pods=self.scheduler.pods_informer)
-        self.rebalancer = Rebalancer(self.scheduler, self.config.rebalancer,
-                                     pool_price=lambda pool: self._prices.get(pool, 0.0))
-        self.scheduler.rebalancer = self.rebalancer
-
-    async def _retry_in_next_pool(self, pod: dict[str, Any], pools: int) -> None:
-        """A bare pod the cloud refused: its copy is scheduled again and skips that pool."""
-        from pyscheduler.api.names import BURST_ATTEMPT_ANNOTATION
-        from pyscheduler.virtual.burst import next_pool_pod
-        replacement = next_pool_pod(pod, pools)
-        if replacement is None:
-            return
-        meta = replacement["metadata"]
-        recorder = self.scheduler.recorder
-        try:
-            await self.client.create(f"/api/v1/namespaces/{meta['namespace']}/pods", replacement)
-        except AlreadyExistsError:
-            pass  # made before a restart: the copy exists already
-        except KubeError as exc:
-            recorder.record(pod, type_="Warning", reason="BurstRetryFailed", action="Burst",
-                            note=f"could not create {meta['name']} to try the next pool: {exc}")
-            return
-        recorder.record(pod, type_="Normal", reason="BurstRetry", action="Burst",
-                        note=f"created {meta['name']} to try the next pool (attempt "
-                             f"{meta['annotations'][BURST_ATTEMPT_ANNOTATION]} of {pools})")
+        self.rebalancer = Rebalancer(self.scheduler, self.config.rebalancer)
+        self.scheduler.observer = self.rebalancer
 
     async def _storage_config(self) -> StorageConfig:
         s = self.config.storage
@@ -208,27 +166,9 @@ class SchedulerApp:
         if self.rebalancer is not None:
             self.rebalancer.start()
             self.supervisor.watch_all(self.rebalancer.tasks)
-        if self.virtual_nodes is not None:
-            self._limits_task = asyncio.get_running_loop().create_task(
-                self._refresh_limits(), name="virtual pool limits")
-            self.supervisor.watch("virtual pool limits", self._limits_task)
         self.scheduler.begin()
         self.supervisor.watch_all(self.scheduler.tasks)
         await self.scheduler.run_loop()
-
-    async def _refresh_limits(self) -> None:
-        """Keep the burster's per-instance limits and the pools' prices in step with what the
-        virtual node manager last heard from the cloud (no cloud call of its own)."""
-        burster = self.scheduler.burster
-        assert burster is not None and self.virtual_nodes is not None
-        while True:
-            for pool in self.config.virtual_nodes.pools:
-                cap = self.virtual_nodes.pool_capacity(pool.name)
-                if cap is not None:
-                    burster.set_limits(pool.name, cap.max_instance_cpu_millis,
-                                       cap.max_instance_memory_bytes)
-                    self._prices[pool.name] = cap.price_per_cpu_hour
-            await asyncio.sleep(5.0)
 
     def _lost(self) -> None:
         self.metrics.set_leader(False)
@@ -264,7 +204,6 @@ class SchedulerApp:
         await cancel_and_wait(self._loop_task)
         if self.elector is not None:
             await self._step("leader election", self.elector.stop(release=release))
-        await cancel_and_wait(self._limits_task)
         if self.rebalancer is not None:
             await self._step("rebalancer", self.rebalancer.stop())
         if self.provider is not None:

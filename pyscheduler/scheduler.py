@@ -3,11 +3,16 @@
 It reads like kube-scheduler's ``schedule_one.go``:
 
 1. **pop** the next pod from the queue (priority, then age);
-2. **schedule**: build the cycle context and run the pipeline over every node;
+2. **schedule**: build the cycle context and run the pipeline over every real node; when none
+   fits and cloud pools are configured, run the **burst pass**: the same pipeline, the same
+   filters, over the pools' virtual nodes (rows of the same node table), the pools' configured
+   order as the score;
 3. on success **assume** the pod on the chosen node in the cache (the next pod already sees the
-   capacity taken) and **bind** it in the background with bounded concurrency;
+   capacity taken — a pool's quota as much as a node's) and **bind** it in the background with
+   bounded concurrency; a pod bound to a virtual node is labelled ``wssp/virtual-node`` first;
 4. on failure record why: the ``PodScheduled=False`` condition (reason ``Unschedulable``) and a
-   ``FailedScheduling`` event with kube's message, then park the pod until the cluster changes.
+   ``FailedScheduling`` event with kube's message (and the burst pass's), then park the pod
+   until the cluster changes.
 
 Every failure path undoes what came before: a binding refused with 409/404 forgets the
 assumption and re-reads the pod (bound elsewhere, gone, or to be retried); a 5xx or timeout is
@@ -17,9 +22,11 @@ and counts as success. No pod is bound twice and no node over-committed: the bin
 subresource refuses an assigned pod, and the cache counts assumed pods until the informer
 confirms them.
 
-Informers feed the cache (nodes; pods assigned to nodes, whoever bound them) and the queue (our
-unassigned pods). Only the leader schedules; losing the lease cancels the loop and the bindings
-in flight at once.
+Informers feed the cache (nodes, virtual ones included; pods assigned to nodes, whoever bound
+them) and the queue (our unassigned pods). Only the leader schedules; losing the lease cancels
+the loop and the bindings in flight at once. The rebalancer hears about pods on virtual nodes
+and freed capacity through :class:`PlacementObserver`, and asks for placements through the
+small interface this class offers (:meth:`try_placement`, :meth:`reserve`, :meth:`release`).
 """
 
 from __future__ import annotations
@@ -28,19 +35,23 @@ import asyncio
 import dataclasses
 import time
 from collections.abc import Awaitable, Callable, Coroutine, Mapping
-from typing import Any
+from typing import Any, Literal, Protocol
 
 import numpy as np
 import orjson
 import structlog
 
-from pyscheduler.api.names import DECISION_ANNOTATION, EXPLAIN_ANNOTATION, VIRTUAL_LABEL
+from pyscheduler.api.names import (
+    DECISION_ANNOTATION,
+    EXPLAIN_ANNOTATION,
+    VIRTUAL_LABEL,
+    virtual_node_name,
+)
 from pyscheduler.api.labels import LabelSelector
 from pyscheduler.config import SchedulerConfig
 from pyscheduler.framework.cache import Cache
 from pyscheduler.framework.interface import CycleContext
 from pyscheduler.framework.nodetable import BoolArray, NodeInfo, node_info
-from pyscheduler.virtual.burst import Burster
 from pyscheduler.framework.pipeline import (
     Pipeline,
     ScheduleResult,
@@ -62,9 +73,9 @@ from pyscheduler.kube.errors import (
 from pyscheduler.kube.events import EventRecorder
 from pyscheduler.kube.informer import Informer
 from pyscheduler.metrics import AttemptResult, SchedulerMetrics
-from pyscheduler.plugins.registry import build_profile
+from pyscheduler.plugins.registry import build_profiles
 
-__all__ = ["Scheduler"]
+__all__ = ["PlacementObserver", "Scheduler"]
 
 log = structlog.get_logger("pyscheduler.scheduler")
 
@@ -74,9 +85,29 @@ BIND_RETRIES = 3
 SCHEDULER_ERROR = "SchedulerError"
 
 Obj = dict[str, Any]
+#: What became of a binding: done, done by someone else, the pod gone, or to be tried again.
+BindOutcome = Literal["bound", "bound-elsewhere", "gone", "retry"]
 # Chooses the stage overrides for a pod; raises StageUnavailable when the pod must wait.
 SelectFn = Callable[[PodInfo], Selection]
 NO_SELECTION = Selection(None)
+
+
+class PlacementObserver(Protocol):
+    """What the scheduler tells the rebalancer (which implements this; the scheduler knows it
+    by this interface only)."""
+
+    def pod_seen(self, obj: Obj) -> None:
+        """A pod on a virtual node, as the cluster shows it now."""
+
+    def pod_gone(self, uid: str) -> None:
+        """A pod was deleted."""
+
+    def capacity_freed(self) -> None:
+        """Real capacity may have freed up (a pod deleted, a node added or grown)."""
+
+    def steer(self, pod: PodInfo) -> str | None:
+        """Just before ``pod`` is scheduled: the node reserved for it (the replacement of a pod
+        the rebalancer evicted), its reservation released; None for any other pod."""
 
 
 def _scheduled_condition(pod: Obj) -> Obj | None:
@@ -96,10 +127,15 @@ def steered(result: ScheduleResult, slots: Mapping[str, int], node: str) -> Sche
 
 
 class Scheduler:
+    """The scheduling loop and what it owns (queue, cache, pipelines, bindings); it implements
+    :class:`pyscheduler.virtual.types.Placement` for the virtual package."""
+
+    #: Hears about pods on virtual nodes and freed capacity (the rebalancer), when there is one.
+    observer: PlacementObserver | None
+
     def __init__(self, client: KubeClient, config: SchedulerConfig, *,
                  metrics: SchedulerMetrics | None = None,
                  select: SelectFn | None = None,
-                 burster: Burster | None = None,
                  clock: Callable[[], float] = time.monotonic) -> None:
         self.client = client
         self.config = config
@@ -107,16 +143,19 @@ class Scheduler:
         self.metrics = metrics
         self.clock = clock
         self.select = select
-        self.burster = burster
         self.bursts = 0
-        self.rebalancer: Any | None = None  # pyscheduler.virtual.rebalancer.Rebalancer
+        self.observer: PlacementObserver | None = None
         self.cache = Cache(assumed_ttl=config.assumed_pod_ttl_seconds, clock=clock)
         self.queue = SchedulingQueue(
             initial_backoff=config.pod_initial_backoff_seconds,
             max_backoff=config.pod_max_backoff_seconds,
             max_in_unschedulable=config.pod_max_in_unschedulable_pods_seconds,
             clock=clock, on_event=self._queue_event)
-        self.pipeline = Pipeline(build_profile(config), seed=config.seed)
+        profile, burst_profile = build_profiles(config)
+        self.pipeline = Pipeline(profile, seed=config.seed)
+        # The burst pass: the same filters over the pools' virtual nodes (None: no pools).
+        self.burst_pipeline = Pipeline(burst_profile, seed=config.seed) \
+            if burst_profile is not None else None
         self.recorder = EventRecorder(client, reporting_controller=self.name,
                                       reporting_instance=config.leader_election.identity)
         self.bind_slots = asyncio.Semaphore(config.bind_concurrency)
@@ -164,31 +203,23 @@ class Scheduler:
             if self._is_ours(obj) and not (isinstance(spec, dict) and spec.get("nodeName")):
                 self._report_bad_pod(obj, f"{type(exc).__name__}: {exc}")
 
+    def _is_virtual(self, node: str) -> bool:
+        """Whether ``node`` is a cloud pool's virtual node (a virtual row of the table)."""
+        table = self.cache.table
+        slot = table.slots.get(node)
+        return slot is not None and bool(table.virtual[slot])
+
     def _apply_pod(self, obj: Obj) -> None:
         spec = obj.get("spec") or {}
         meta = obj.get("metadata") or {}
         uid = str(meta.get("uid") or "")
         phase = (obj.get("status") or {}).get("phase")
-        if spec.get("nodeName") and self.burster is not None and \
-                self.burster.is_virtual_node(spec["nodeName"]):
-            # On a virtual node: counted against its pool, never in the node table.
-            if self.queue.entries.get(uid) is not None and uid not in self.queue.in_flight:
-                self.queue.delete(uid)
-            if self.rebalancer is not None:
-                self.rebalancer.pod_seen(obj)
-            if phase in ("Succeeded", "Failed") or meta.get("deletionTimestamp"):
-                self.burster.forget(uid)
-                return
-            try:
-                info = pod_info(obj)
-            except PodSpecError:
-                return
-            self.burster.place(spec["nodeName"], uid, info.requests.get("cpu", 0),
-                               info.requests.get("memory", 0))
-            return
-        if spec.get("nodeName"):
+        node = spec.get("nodeName")
+        if node:
+            if self.observer is not None and self._is_virtual(node):
+                self.observer.pod_seen(obj)
             if phase not in ("Succeeded", "Failed") and self.cache.confirm(
-                    uid, spec["nodeName"], meta.get("labels") or {}):
+                    uid, node, meta.get("labels") or {}):
                 return  # our own binding coming back: already counted, nothing to parse
             if self.queue.entries.get(uid) is not None and uid not in self.queue.in_flight:
                 self.queue.delete(uid)
@@ -220,60 +251,38 @@ class Scheduler:
     def _pod_updated(self, old: Obj, new: Obj) -> None:
         spec = new.get("spec") or {}
         node = spec.get("nodeName")
-        if node and self.burster is not None and self.burster.is_virtual_node(node) \
-                and old.get("spec") == spec and not _finished(new):
+        if node and old.get("spec") == spec and not _finished(new) and self._is_virtual(node) \
+                and not self.cache.is_assumed(str((new.get("metadata") or {}).get("uid"))):
             # Status or metadata of a pod already counted on its virtual node (the provider
             # reporting its instance): nothing to count again, nothing to parse.
-            if self.rebalancer is not None:
-                self.rebalancer.pod_seen(new)
+            if self.observer is not None:
+                self.observer.pod_seen(new)
             return
         self._pod_added(new)
 
     def _pod_deleted(self, obj: Obj) -> None:
         uid = str((obj.get("metadata") or {}).get("uid") or "")
-        if self.burster is not None:
-            self.burster.forget(uid)
-        if self.rebalancer is not None:
-            self.rebalancer.pod_gone(uid)
+        if self.observer is not None:
+            self.observer.pod_gone(uid)
         self.queue.delete(uid)
         self.bad_pods.pop(uid, None)
         if self.cache.remove_pod(uid) is not None:
             self.queue.move_all_to_active("AssignedPodDelete")
-            if self.rebalancer is not None:
-                self.rebalancer.poke()
+            if self.observer is not None:
+                self.observer.capacity_freed()
 
     def _node_set(self, obj: Obj, old: Obj | None = None) -> None:
-        name = str((obj.get("metadata") or {}).get("name") or "")
-        if self.burster is not None and self.burster.is_virtual_node(name):
-            self._virtual_node_set(obj)
-            return
         info = node_info(obj)
-        before = self.cache.table.infos[self.cache.table.slots[info.name]] \
-            if info.name in self.cache.table.slots else None
+        table = self.cache.table
+        before = table.infos[table.slots[info.name]] if info.name in table.slots else None
         self.cache.set_node(info)
         if before is None or _node_changed(before, info):
             self.queue.move_all_to_active("NodeAdd" if before is None else "NodeUpdate")
-            if self.rebalancer is not None:
-                self.rebalancer.poke()
+            if self.observer is not None and info.pool is None:
+                self.observer.capacity_freed()
 
     def _node_deleted(self, obj: Obj) -> None:
-        name = str((obj.get("metadata") or {}).get("name") or "")
-        if self.burster is not None and self.burster.is_virtual_node(name):
-            self.burster.node_gone(name)
-            return
-        self.cache.remove_node(name)
-
-    def _virtual_node_set(self, obj: Obj) -> None:
-        assert self.burster is not None
-        info = node_info(obj)
-        ready = any(c.get("type") == "Ready" and c.get("status") == "True"
-                    for c in (obj.get("status") or {}).get("conditions") or ())
-        alloc = info.allocatable
-        self.burster.node_seen(info.name, alloc.get("cpu", 0), alloc.get("memory", 0),
-                               alloc.get("pods", 0), ready and not info.unschedulable,
-                               labels=info.labels)
-        if ready:
-            self.queue.move_all_to_active("NodeUpdate")
+        self.cache.remove_node(str((obj.get("metadata") or {}).get("name") or ""))
 
     def _namespace_set(self, obj: Obj) -> None:
         meta = obj.get("metadata") or {}
@@ -388,8 +397,7 @@ class Scheduler:
             pod = entry.pod
             # A replacement of a pod the rebalancer evicted: its reservation is freed for it,
             # and it goes to the reserved node when that node passes the filters.
-            steer = self.rebalancer.release_for_owner(pod) if self.rebalancer is not None \
-                else None
+            steer = self.observer.steer(pod) if self.observer is not None else None
             selection, ctx, active, ready = self._logic_now(pod)
             if not ready:
                 assert selection.active is not None
@@ -456,8 +464,9 @@ class Scheduler:
 
     def _decide(self, entry: QueuedPod, ctx: CycleContext, selection: Selection,
                 active: StageOverride | None, steer: str | None, start: float) -> None:
-        """Run the pipeline for ``entry``'s pod and act on the result: assume and bind, burst,
-        or report it unschedulable. Raises only for faults (the caller reports them)."""
+        """Run the pipeline for ``entry``'s pod — over the real nodes, then, if none fits, over
+        the cloud pools' virtual nodes — and act on the result: assume and bind, or report the
+        pod unschedulable. Raises only for faults (the caller reports them)."""
         pod = entry.pod
         wants_explain = pod.annotations.get(EXPLAIN_ANNOTATION) == "true"
         sample = self.metrics is not None and self.metrics.should_record_plugin_metrics()
@@ -468,28 +477,24 @@ class Scheduler:
             self._evaluate_shadow(pod, shadow, active, result)
         if self.metrics is not None:
             self._observe_stages(result)
-        decision = explain(result, self.cache.table.names) if wants_explain else None
-        if result.node is None and self.burster is not None:
-            burst = self.burster.choose(pod.raw, pod.requests.get("cpu", 0),
-                                        pod.requests.get("memory", 0),
-                                        node_selector=pod.node_selector,
-                                        required_terms=pod.required_terms)
-            if burst.node is not None:
-                self.burster.place(burst.node, pod.uid, pod.requests.get("cpu", 0),
-                                   pod.requests.get("memory", 0))
-                self._observe("scheduled", start)
-                self._spawn(self._bind_virtual(entry, burst.node, str(burst.pool)))
-                return
+        names = self.cache.table.names
+        decision = explain(result, names) if wants_explain else None
+        message = ""
+        if result.node is None:
             message = result.filtered.diagnose().message()
-            self.failed += 1
-            self._observe("unschedulable", start)
-            self.queue.requeue_unschedulable(pod.uid)
-            self._spawn(self._set_unschedulable(
-                pod, f"{message.rstrip('.')}; {burst.reason}.", "Unschedulable", decision))
-            return
+            burst = self._burst_pass(ctx, active, wants_explain)
+            if burst is not None:
+                if decision is not None:
+                    decision = {**explain(burst, names), "pass": "burst",
+                                "realNodes": decision}
+                if burst.node is not None:
+                    result = burst
+                else:
+                    burst_message = burst.filtered.diagnose().message().replace(
+                        "nodes are available", "cloud pools are available", 1)
+                    message = f"{message} Burst: {burst_message}"
         if result.node is None:
             self.failed += 1
-            message = result.filtered.diagnose().message()
             self._observe("unschedulable", start)
             self.queue.requeue_unschedulable(pod.uid)
             self._spawn(self._set_unschedulable(pod, message, "Unschedulable", decision))
@@ -497,6 +502,52 @@ class Scheduler:
         self.cache.assume(pod, result.node)
         self._observe("scheduled", start)
         self._spawn(self._bind(entry, result.node, decision))
+
+    def _burst_pass(self, ctx: CycleContext, active: StageOverride | None,
+                    wants_explain: bool) -> ScheduleResult | None:
+        """The same pipeline over the cloud pools' virtual nodes; None without pools. The pod's
+        fragment narrows this pass too (its filter's answer for the virtual rows); the pools'
+        configured order alone ranks them."""
+        if self.burst_pipeline is None:
+            return None
+        burst_ctx = CycleContext.for_pod(ctx.pod, ctx.table, ctx.namespaces,
+                                         virtual_pass=True)
+        override = dataclasses.replace(active, score=None) if active is not None else None
+        return self.burst_pipeline.schedule(burst_ctx, override, explain=wants_explain)
+
+    # -- what the virtual package asks (pyscheduler.virtual.types.Placement) --------------------
+
+    def reserve(self, pod: PodInfo, node: str) -> bool:
+        """Hold ``pod``'s requests on ``node`` in the cache (an assumed placeholder)."""
+        if node not in self.cache.table.slots:
+            return False
+        self.cache.assume(pod, node)
+        return True
+
+    def release(self, uid: str) -> None:
+        self.cache.forget(uid)
+
+    def most_room(self) -> tuple[int, int]:
+        """The most free cpu and the most free memory on any one real node (not necessarily
+        the same node)."""
+        table = self.cache.table
+        n = table.n
+        real = table.valid[:n] & ~table.virtual[:n]
+        if not real.any():
+            return 0, 0
+        cols = [table.resource_index["cpu"], table.resource_index["memory"]]
+        free = table.allocatable[:n, cols] - table.requested[:n, cols]
+        most = free[real].max(axis=0)
+        return int(most[0]), int(most[1])
+
+    def pool_refused(self, node: str, cpu_millis: int, memory_bytes: int,
+                     until: float) -> None:
+        self.cache.table.refuse(node, cpu_millis, memory_bytes, until)
+
+    def pool_price(self, pool: str) -> float:
+        table = self.cache.table
+        slot = table.slots.get(virtual_node_name(pool))
+        return float(table.price[slot]) if slot is not None else 0.0
 
     async def try_placement(self, pod: PodInfo) -> str | None:
         """The node this scheduler would choose for ``pod`` now (its fragment included), or
@@ -599,35 +650,6 @@ class Scheduler:
                      active_feasible=int(active.filtered.feasible.sum()),
                      shadow_feasible=int(other.filtered.feasible.sum()))
 
-    async def _bind_virtual(self, entry: QueuedPod, node: str, pool: str) -> None:
-        """Bind to a pool's virtual node; the pod is labelled first so that it reads as virtual
-        from the moment it is bound."""
-        assert self.burster is not None
-        pod = entry.pod
-        path = f"/api/v1/namespaces/{pod.namespace}/pods/{pod.name}"
-        try:
-            await self.client.patch(path, {"metadata": {"labels": {VIRTUAL_LABEL: "true"}}})
-        except NotFoundError:
-            self.burster.forget(pod.uid)
-            self.queue.delete(pod.uid)
-            return
-        except Exception as exc:
-            log.warning("could not label the pod for its virtual node", pod=pod.key,
-                        error=str(exc))
-            self.burster.forget(pod.uid)
-            self.queue.requeue_backoff(pod.uid, "BindFailure")
-            return
-        outcome = await self._guarded_binding(pod, node)
-        if outcome == "bound":
-            self.bursts += 1
-            if self.metrics is not None:
-                self.metrics.bursts.labels(pool).inc()
-            self._bound(entry, node, f"Successfully assigned {pod.key} to {node} (no real "
-                                     f"node fits: burst to cloud pool {pool})")
-            return
-        self.burster.forget(pod.uid)
-        self._not_bound(pod.uid, outcome)
-
     def fragment_ready(self, resource: str) -> None:
         """A fragment became Ready: pods waiting for one are worth another attempt."""
         self.queue.move_all_to_active("FragmentReady")
@@ -653,18 +675,50 @@ class Scheduler:
         task.add_done_callback(self._binds.discard)
 
     async def _bind(self, entry: QueuedPod, node: str, decision: Obj | None) -> None:
+        """Bind the assumed pod to ``node``, real or virtual: one path for both. A pod going to
+        a cloud pool's virtual node is labelled first (pre-bind), so that it reads as virtual
+        from the moment it is bound."""
         pod = entry.pod
-        outcome = await self._guarded_binding(pod, node)
+        table = self.cache.table
+        slot = table.slots.get(node)
+        info = table.infos[slot] if slot is not None else None
+        pool = info.pool if info is not None else None
+        outcome: BindOutcome | None = None
+        if pool is not None:
+            outcome = await self._pre_bind_virtual(pod)
+        if outcome is None:
+            outcome = await self._guarded_binding(pod, node)
         if outcome == "bound":
             self.cache.finish_binding(pod.uid)
-            self._bound(entry, node, f"Successfully assigned {pod.key} to {node}")
+            note = f"Successfully assigned {pod.key} to {node}"
+            if pool is not None:
+                note += f" (no real node fits: burst to cloud pool {pool})"
+                self.bursts += 1
+                if self.metrics is not None:
+                    self.metrics.bursts.labels(pool).inc()
+            self._bound(entry, node, note)
             if decision is not None:
                 await self._annotate_decision(pod, decision)
             return
         self.cache.forget(pod.uid)
         self._not_bound(pod.uid, outcome)
 
-    async def _guarded_binding(self, pod: PodInfo, node: str) -> str:
+    async def _pre_bind_virtual(self, pod: PodInfo) -> BindOutcome | None:
+        """Label a pod bound for a virtual node; None when done, else the bind's outcome."""
+        try:
+            await self.client.patch(f"/api/v1/namespaces/{pod.namespace}/pods/{pod.name}",
+                                    {"metadata": {"labels": {VIRTUAL_LABEL: "true"}}})
+        except NotFoundError:
+            return "gone"
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            log.warning("could not label the pod for its virtual node", pod=pod.key,
+                        error=str(exc))
+            return "retry"
+        return None
+
+    async def _guarded_binding(self, pod: PodInfo, node: str) -> BindOutcome:
         """:meth:`_send_binding`, a fault in it turned into a retry of the pod."""
         try:
             return await self._send_binding(pod, node)
@@ -674,7 +728,7 @@ class Scheduler:
             log.exception("binding failed", pod=pod.key, node=node)
             return "retry"
 
-    async def _send_binding(self, pod: PodInfo, node: str) -> str:
+    async def _send_binding(self, pod: PodInfo, node: str) -> BindOutcome:
         """The binding, within the concurrency bound and timed; the outcome of
         :meth:`_bind_with_retries`."""
         async with self.bind_slots:
@@ -694,7 +748,7 @@ class Scheduler:
         self.recorder.record(entry.pod.raw, type_="Normal", reason="Scheduled",
                              action="Binding", note=note)
 
-    def _not_bound(self, uid: str, outcome: str) -> None:
+    def _not_bound(self, uid: str, outcome: BindOutcome) -> None:
         """The queue's part of a binding that did not happen."""
         if outcome == "gone":
             self.queue.delete(uid)
@@ -703,7 +757,7 @@ class Scheduler:
         else:
             self.queue.requeue_backoff(uid, "BindFailure")
 
-    async def _bind_with_retries(self, pod: PodInfo, node: str) -> str:
+    async def _bind_with_retries(self, pod: PodInfo, node: str) -> BindOutcome:
         """``bound``, ``bound-elsewhere``, ``gone`` or ``retry``."""
         delay = 0.1
         for attempt in range(BIND_RETRIES + 1):
@@ -735,7 +789,7 @@ class Scheduler:
             reason = exc.reason if isinstance(exc, ApiStatusError) else type(exc).__name__
             self.metrics.bind_errors.labels(reason=reason).inc()
 
-    async def _reevaluate(self, pod: PodInfo, node: str) -> str:
+    async def _reevaluate(self, pod: PodInfo, node: str) -> BindOutcome:
         """After a 409/404: find out what became of the pod."""
         try:
             current = await self.client.get(f"/api/v1/namespaces/{pod.namespace}/pods/{pod.name}")
@@ -798,8 +852,12 @@ class Scheduler:
 
 
 def _node_changed(old: NodeInfo, new: NodeInfo) -> bool:
+    """Whether a node changed in a way that may make pending pods fit (its heartbeat alone
+    does not)."""
     return (old.labels != new.labels or old.taints != new.taints
-            or old.allocatable != new.allocatable or old.unschedulable != new.unschedulable)
+            or old.allocatable != new.allocatable or old.unschedulable != new.unschedulable
+            or old.ready != new.ready or old.max_instance_cpu != new.max_instance_cpu
+            or old.max_instance_memory != new.max_instance_memory)
 
 
 def _finished(obj: Obj) -> bool:

@@ -322,6 +322,7 @@ _Static_assert(sizeof(wssp_ctx) == 256, "the context is 256 bytes");
 #define WSSP_NODE_PRESENT 0x1u
 #define WSSP_NODE_UNSCHEDULABLE 0x2u
 #define WSSP_NODE_NOT_READY 0x4u
+#define WSSP_NODE_VIRTUAL 0x8u      /* a cloud pool's virtual node (host minor 2) */
 
 /* Requirement operators (§4.2). */
 #define WSSP_OP_IN 0u
@@ -379,6 +380,10 @@ static inline int wssp_node_unschedulable(const wssp_ctx *ctx, wssp_u32 row) {
 
 static inline int wssp_node_not_ready(const wssp_ctx *ctx, wssp_u32 row) {
     return (wssp_node_flags(ctx, row) & WSSP_NODE_NOT_READY) != 0;
+}
+
+static inline int wssp_node_virtual(const wssp_ctx *ctx, wssp_u32 row) {
+    return (wssp_node_flags(ctx, row) & WSSP_NODE_VIRTUAL) != 0;
 }
 
 static inline wssp_str wssp_node_name(const wssp_ctx *ctx, wssp_u32 row) {

@@ -18,11 +18,14 @@ __all__ = [
     "EXPLAIN_ANNOTATION",
     "FRAGMENT_ANNOTATION",
     "INSTANCE_ANNOTATION",
+    "MAX_INSTANCE_CPU_ANNOTATION",
+    "MAX_INSTANCE_MEMORY_ANNOTATION",
     "MOVED_FROM_ANNOTATION",
     "MOVE_ANNOTATION",
     "NEVER",
     "PLATFORM_LABEL",
     "POOL_LABEL",
+    "PRICE_ANNOTATION",
     "PROVIDER_TAINT_KEY",
     "REBALANCE_ANNOTATION",
     "REPLACES_ANNOTATION",
@@ -88,6 +91,11 @@ ROLE_LABEL: Final = "kubernetes.io/role"
 ROLE_AGENT: Final = "agent"
 #: ``virtual-kubelet.io/provider=<platform>:NoSchedule`` on every virtual node.
 PROVIDER_TAINT_KEY: Final = "virtual-kubelet.io/provider"
+#: On a virtual node: the largest instance its pool runs (quantities), as the cloud reports them.
+MAX_INSTANCE_CPU_ANNOTATION: Final = "wssp/max-instance-cpu"
+MAX_INSTANCE_MEMORY_ANNOTATION: Final = "wssp/max-instance-memory"
+#: On a virtual node: the pool's price per CPU-hour (decimal), which orders moves back.
+PRICE_ANNOTATION: Final = "wssp/price-per-cpu-hour"
 
 # -- cloud instances: the tags the provider gives them ------------------------------------------------
 

@@ -112,11 +112,14 @@ class CycleContext:
     namespaces: NamespaceResolver = field(default=lambda sel: frozenset())
     # Per-attempt scratch space shared between a plugin's filter and score (kube's CycleState).
     state: dict[str, Any] = field(default_factory=dict)
+    # The burst pass: the cloud pools' virtual nodes are the candidates, not the real ones.
+    virtual_pass: bool = False
 
     @classmethod
     def for_pod(cls, pod: PodInfo, table: NodeTable,
-                namespaces: NamespaceResolver | None = None) -> CycleContext:
-        ctx = cls(pod, table, table.request_vector(pod))
+                namespaces: NamespaceResolver | None = None, *,
+                virtual_pass: bool = False) -> CycleContext:
+        ctx = cls(pod, table, table.request_vector(pod), virtual_pass=virtual_pass)
         if namespaces is not None:
             ctx.namespaces = namespaces
         return ctx
@@ -126,8 +129,15 @@ class CycleContext:
         return self.table.n
 
     def nodes(self) -> BoolArray:
-        """Rows holding a node (holes left by removed nodes excluded)."""
-        return self.table.valid[: self.table.n]
+        """The candidate rows of this pass: rows holding a real node (holes left by removed
+        nodes excluded), or in the burst pass rows holding a virtual node."""
+        table = self.table
+        valid = table.valid[: table.n]
+        if not getattr(table, "virtual_count", 1):  # a table without virtual rows: all of them
+            return valid if not self.virtual_pass else np.zeros(table.n, np.bool_)
+        virtual = table.virtual[: table.n]
+        rows: BoolArray = valid & virtual if self.virtual_pass else valid & ~virtual
+        return rows
 
     def zeros(self) -> IntArray:
         return np.zeros(self.table.n, np.int64)

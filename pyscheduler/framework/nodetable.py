@@ -39,6 +39,15 @@ import numpy as np
 import numpy.typing as npt
 
 from pyscheduler.api.labels import LabelSelector
+from pyscheduler.api.names import (
+    MAX_INSTANCE_CPU_ANNOTATION,
+    MAX_INSTANCE_MEMORY_ANNOTATION,
+    POOL_LABEL,
+    PRICE_ANNOTATION,
+    TYPE_LABEL,
+    TYPE_VIRTUAL_KUBELET,
+    virtual_node_name,
+)
 from pyscheduler.api.quantity import QuantityError, milli_value, parse_quantity, value
 from pyscheduler.framework.pod import MAX_QUANTITY, PodInfo, has_affinity_terms
 
@@ -81,12 +90,36 @@ class NodeInfo:
     taints: tuple[Taint, ...]
     allocatable: Mapping[str, int]
     unschedulable: bool
+    #: False when the node reports condition Ready False or Unknown (a node that reports no
+    #: Ready condition at all counts as ready).
+    ready: bool = True
+    #: The cloud pool a virtual node stands for (None: a real node); see :func:`node_info`.
+    pool: str | None = None
+    #: A virtual node's pool: the largest instance it runs (cpu in millicores, memory in
+    #: bytes; 0: not reported yet) and its price per CPU-hour.
+    max_instance_cpu: int = 0
+    max_instance_memory: int = 0
+    price_per_cpu_hour: float = 0.0
+
+
+def _amount(raw: Any, cpu: bool) -> int:
+    """A quantity as the table counts it; 0 when it cannot be read, at most MAX_QUANTITY."""
+    try:
+        q = parse_quantity(raw)
+    except (QuantityError, TypeError):
+        return 0
+    return max(0, min(milli_value(q) if cpu else value(q), MAX_QUANTITY))
 
 
 def node_info(obj: Mapping[str, Any]) -> NodeInfo:
     """Parse a Node; unparseable allocatable quantities count as zero (the node fits nothing
     that needs them) rather than failing the whole node, and amounts above
-    :data:`MAX_QUANTITY` count as that much (more than any pod may ask)."""
+    :data:`MAX_QUANTITY` count as that much (more than any pod may ask).
+
+    A node labelled ``type=virtual-kubelet`` and ``wssp/cloud-pool=<pool>`` and named
+    ``wssp-virtual-<pool>`` is the virtual node of that pool (what
+    :mod:`pyscheduler.virtual.node` registers); its annotations carry the pool's per-instance
+    limits and price."""
     meta = obj.get("metadata") or {}
     spec = obj.get("spec") or {}
     status = obj.get("status") or {}
@@ -102,9 +135,28 @@ def node_info(obj: Mapping[str, Any]) -> NodeInfo:
     taints = tuple(Taint(str(t.get("key", "")), str(t.get("value") or ""),
                          str(t.get("effect", "")))
                    for t in spec.get("taints") or () if isinstance(t, Mapping))
-    return NodeInfo(name=str(meta.get("name", "")), labels=dict(meta.get("labels") or {}),
-                    taints=taints, allocatable=allocatable,
-                    unschedulable=bool(spec.get("unschedulable")))
+    ready = True
+    for condition in status.get("conditions") or ():
+        if isinstance(condition, Mapping) and condition.get("type") == "Ready":
+            ready = condition.get("status") == "True"
+    name = str(meta.get("name", ""))
+    labels = dict(meta.get("labels") or {})
+    pool = labels.get(POOL_LABEL)
+    extra: dict[str, Any] = {}
+    if pool and labels.get(TYPE_LABEL) == TYPE_VIRTUAL_KUBELET and \
+            name == virtual_node_name(pool):
+        notes = meta.get("annotations") or {}
+        try:
+            price = float(notes.get(PRICE_ANNOTATION) or 0.0)
+        except (TypeError, ValueError):
+            price = 0.0
+        extra = {"pool": pool,
+                 "max_instance_cpu": _amount(notes.get(MAX_INSTANCE_CPU_ANNOTATION), True),
+                 "max_instance_memory": _amount(notes.get(MAX_INSTANCE_MEMORY_ANNOTATION),
+                                                False),
+                 "price_per_cpu_hour": price if price >= 0 and price == price else 0.0}
+    return NodeInfo(name=name, labels=labels, taints=taints, allocatable=allocatable,
+                    unschedulable=bool(spec.get("unschedulable")), ready=ready, **extra)
 
 
 class LabelColumn(Mapping[str, BoolArray]):
@@ -200,6 +252,15 @@ class NodeTable:
         self.unschedulable: BoolArray = np.zeros(capacity, np.bool_)
         self.row_generation: IntArray = np.zeros(capacity, np.int64)
         self.occupant: IntArray = np.zeros(capacity, np.int64)  # bumped when a slot's node changes
+        # Virtual nodes (cloud pools) are rows like any other, with what only they have.
+        self.virtual: BoolArray = np.zeros(capacity, np.bool_)
+        self.not_ready: BoolArray = np.zeros(capacity, np.bool_)
+        self.max_instance: IntArray = np.zeros((capacity, 2), np.int64, order="F")  # cpu, mem
+        self.price: npt.NDArray[np.float64] = np.zeros(capacity, np.float64)
+        # Virtual rows: instance sizes their pool refused lately, (cpu, memory, until) each,
+        # until being a time.monotonic() deadline.
+        self.refusals: dict[int, list[tuple[int, int, float]]] = {}
+        self.virtual_count = 0
         # The slot of each of the latest changes: change g (generation g) is at g - _log_base - 1.
         self._log: list[int] = []
         self._log_base = 0
@@ -235,6 +296,8 @@ class NodeTable:
         self.unschedulable, self.row_generation = grow(self.unschedulable), \
             grow(self.row_generation)
         self.occupant = grow(self.occupant)
+        self.virtual, self.not_ready = grow(self.virtual), grow(self.not_ready)
+        self.max_instance, self.price = grow(self.max_instance), grow(self.price)
         for column in self.label_index.values():
             column.grow(cap)
         for k in list(self.label_keys):
@@ -315,6 +378,11 @@ class NodeTable:
         old = self.infos[slot]
         self.infos[slot] = info
         self.unschedulable[slot] = info.unschedulable
+        self.not_ready[slot] = not info.ready
+        self.virtual_count += int(info.pool is not None) - int(bool(self.virtual[slot]))
+        self.virtual[slot] = info.pool is not None
+        self.max_instance[slot] = (info.max_instance_cpu, info.max_instance_memory)
+        self.price[slot] = info.price_per_cpu_hour
         for name in info.allocatable:
             self.resource(name)
         row = np.zeros(len(self.resources), np.int64)
@@ -372,12 +440,39 @@ class NodeTable:
         self.allocatable[slot] = 0
         self.requested[slot] = 0
         self.nonzero[slot] = 0
+        self.virtual_count -= int(bool(self.virtual[slot]))
+        self.virtual[slot] = self.not_ready[slot] = False
+        self.max_instance[slot] = 0
+        self.price[slot] = 0.0
+        self.refusals.pop(slot, None)
         self.pods[slot] = {}
         self.term_pods[slot] = 0
         self.occupant[slot] += 1
         self._free.append(slot)
         self._touch(slot)
         return pods
+
+    def refuse(self, name: str, cpu: int, memory: int, until: float) -> None:
+        """The pool of virtual node ``name`` refused an instance of this size: pods at least
+        as large skip it until ``until`` (``time.monotonic()``)."""
+        slot = self.slots.get(name)
+        if slot is None or not self.virtual[slot]:
+            return
+        self.refusals.setdefault(slot, []).append((cpu, memory, until))
+        self._touch(slot)
+
+    def refused(self, slot: int, cpu: int, memory: int, now: float) -> bool:
+        """Whether the pool of ``slot`` refused an instance this large lately."""
+        entries = self.refusals.get(slot)
+        if not entries:
+            return False
+        live = [e for e in entries if e[2] > now]
+        if len(live) != len(entries):
+            if live:
+                self.refusals[slot] = live
+            else:
+                del self.refusals[slot]
+        return any(cpu >= c and memory >= m for c, m, _ in live)
 
     # -- pods ----------------------------------------------------------------------------------
 
@@ -546,6 +641,10 @@ class RowView:
         self.nonzero = table.nonzero[rows]
         self.valid = table.valid[rows]
         self.unschedulable = table.unschedulable[rows]
+        self.virtual = table.virtual[rows]
+        self.not_ready = table.not_ready[rows]
+        self.max_instance = table.max_instance[rows]
+        self.price = table.price[rows]
         self.names = [table.names[r] for r in rows.tolist()]
         self.slots = {name: i for i, name in enumerate(self.names) if name}
         self.infos = [table.infos[r] for r in rows.tolist()]

@@ -77,6 +77,9 @@ class Profile:
     # pipeline may recompute them for changed rows only (see Pipeline._incremental).
     row_local_filters: frozenset[str] = frozenset()
     row_local_scores: frozenset[str] = frozenset()
+    # Filters that hold whatever a stage override answers: an override that replaces the
+    # filter stage replaces the others (policy), never these (safety).
+    invariant_filters: frozenset[str] = frozenset()
 
 
 class _RowLocalMemo:
@@ -97,7 +100,7 @@ def row_local_signature(ctx: CycleContext) -> tuple[object, ...]:
     pod = ctx.pod
     return (tuple(ctx.request.tolist()), pod.nonzero_cpu, pod.nonzero_memory, pod.tolerations,
             pod.node_name, tuple(sorted(pod.node_selector.items())), pod.required_terms,
-            pod.host_ports)
+            pod.host_ports, ctx.virtual_pass)
 
 
 @dataclass(frozen=True, slots=True)
@@ -233,6 +236,10 @@ class Pipeline:
                                    if w and p.name not in profile.row_local_scores)
         self._builtin_filters: tuple[tuple[str, FilterFn], ...] = tuple(
             (p.name, p.filter) for p in profile.filters)
+        self._invariant_filters = tuple((name, fn) for name, fn in self._builtin_filters
+                                        if name in profile.invariant_filters)
+        self._policy_filters = tuple((name, fn) for name, fn in self._builtin_filters
+                                     if name not in profile.invariant_filters)
         self._builtin_scores: tuple[tuple[str, ScoreFn, int], ...] = tuple(
             (p.name, p.score, w) for p, w in profile.scores if w)
 
@@ -356,7 +363,7 @@ class Pipeline:
         if cached is not None and cached[0] == generation:
             kept: BoolArray = cached[1].copy()
             return kept
-        feasible: BoolArray = memo.feasible.copy()
+        feasible: BoolArray = memo.feasible & ctx.nodes()  # the rows of this pass
         for plugin in self._other_filters:
             result = plugin.filter(ctx)
             if result.passed is not None:
@@ -377,8 +384,9 @@ class Pipeline:
         outcome = FilterOutcome(feasible, valid)
         replace = override is not None and override.filter is not None \
             and override.filter_mode == "replace"
+        # Replacing the filter stage replaces the policy filters; the invariants always run.
         stages: collections.deque[tuple[str, FilterFn]] = collections.deque(
-            () if replace else self._builtin_filters)
+            self._invariant_filters if replace else self._builtin_filters)
         if override is not None and override.filter is not None:
             stages.append((override.name, override.filter))
         while stages:
@@ -391,9 +399,10 @@ class Pipeline:
                 result = fn(ctx)
             if result is None:
                 # The override defers to the built-in stage (a fragment's failure policy
-                # "Default"): in replace mode the built-ins run now; in extend mode they ran.
+                # "Default"): in replace mode the other built-ins run now; in extend mode
+                # they ran.
                 if replace:
-                    stages.extend(self._builtin_filters)
+                    stages.extend(self._policy_filters)
                 continue
             outcome.results.append((name, result))
             if result.passed is not None:

@@ -27,6 +27,11 @@ tells the user which toleration is missing.)
 
 Vectorized: the pod's tolerations are checked once per *distinct* taint in the cluster (a few),
 and each untolerated taint contributes its row mask; no per-node loop.
+
+In the burst pass (``ctx.virtual_pass``: only the cloud pools' virtual nodes are candidates) the
+virtual nodes' provider taint ``virtual-kubelet.io/provider`` counts as tolerated: it keeps pods
+that did not ask for a pool off virtual nodes everywhere else, and bursting is that asking. No
+other taint is waived.
 """
 
 from __future__ import annotations
@@ -35,6 +40,7 @@ from typing import ClassVar
 
 import numpy as np
 
+from pyscheduler.api.names import PROVIDER_TAINT_KEY
 from pyscheduler.framework.interface import MAX_NODE_SCORE, CycleContext, FilterResult, Reason
 from pyscheduler.framework.nodetable import BoolArray, IntArray, Taint
 from pyscheduler.framework.pod import Toleration
@@ -52,7 +58,10 @@ def untolerated_taint_message(taint: Taint) -> str:
     return f"node(s) had untolerated taint {{{taint.key}: {taint.value}}}"
 
 
-def _tolerated(tolerations: tuple[Toleration, ...] | list[Toleration], taint: Taint) -> bool:
+def _tolerated(tolerations: tuple[Toleration, ...] | list[Toleration], taint: Taint,
+               virtual_pass: bool = False) -> bool:
+    if virtual_pass and taint.key == PROVIDER_TAINT_KEY:
+        return True
     return any(t.tolerates(taint.key, taint.value, taint.effect) for t in tolerations)
 
 
@@ -65,8 +74,9 @@ class TaintToleration:
     def filter(self, ctx: CycleContext) -> FilterResult:
         n, tolerations = ctx.n, ctx.pod.tolerations
         by_message: dict[str, BoolArray] = {}
+        virtual = ctx.virtual_pass
         for taint, mask in ctx.table.taint_index.items():
-            if taint.effect not in _DO_NOT_SCHEDULE or _tolerated(tolerations, taint):
+            if taint.effect not in _DO_NOT_SCHEDULE or _tolerated(tolerations, taint, virtual):
                 continue
             rows = mask[:n]
             if not rows.any():
@@ -101,7 +111,8 @@ class TaintToleration:
     def _first_untolerated(ctx: CycleContext, slot: int) -> str | None:
         info = ctx.table.infos[slot]
         for taint in info.taints if info is not None else ():
-            if taint.effect in _DO_NOT_SCHEDULE and not _tolerated(ctx.pod.tolerations, taint):
+            if taint.effect in _DO_NOT_SCHEDULE and not _tolerated(
+                    ctx.pod.tolerations, taint, ctx.virtual_pass):
                 return untolerated_taint_message(taint)
         return None
 
@@ -110,7 +121,8 @@ class TaintToleration:
         info = ctx.table.infos[slot]
         if info is None:
             return True
-        return all(taint.effect not in _DO_NOT_SCHEDULE or _tolerated(ctx.pod.tolerations, taint)
+        return all(taint.effect not in _DO_NOT_SCHEDULE
+                   or _tolerated(ctx.pod.tolerations, taint, ctx.virtual_pass)
                    for taint in info.taints)
 
     def score(self, ctx: CycleContext, feasible: BoolArray) -> IntArray:

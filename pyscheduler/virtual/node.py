@@ -49,8 +49,11 @@ from typing import Any
 import structlog
 
 from pyscheduler.api.names import (
+    MAX_INSTANCE_CPU_ANNOTATION,
+    MAX_INSTANCE_MEMORY_ANNOTATION,
     PLATFORM_LABEL,
     POOL_LABEL,
+    PRICE_ANNOTATION,
     PROVIDER_TAINT_KEY,
     ROLE_AGENT,
     ROLE_LABEL,
@@ -73,6 +76,7 @@ __all__ = [
     "VirtualNodeManager",
     "describe_cloud_failure",
     "node_capacity",
+    "pool_annotations",
     "virtual_node",
 ]
 
@@ -179,14 +183,28 @@ def _taint(pool: PoolConfig) -> Obj:
     return {"key": PROVIDER_TAINT_KEY, "value": pool.platform, "effect": "NoSchedule"}
 
 
+def pool_annotations(quota: PoolCapacity) -> dict[str, str]:
+    """What the scheduler reads of a pool on its virtual node: the largest instance the pool
+    runs and its price per CPU-hour."""
+    return {
+        MAX_INSTANCE_CPU_ANNOTATION: format_quantity(
+            Fraction(quota.max_instance_cpu_millis, 1000)),
+        MAX_INSTANCE_MEMORY_ANNOTATION: format_quantity(
+            Fraction(quota.max_instance_memory_bytes), binary=True),
+        PRICE_ANNOTATION: f"{quota.price_per_cpu_hour:g}",
+    }
+
+
 def virtual_node(pool: PoolConfig, capacity: dict[str, str], *, ready: bool = True,
-                 message: str = "", now: dt.datetime | None = None) -> Obj:
+                 message: str = "", now: dt.datetime | None = None,
+                 annotations: dict[str, str] | None = None) -> Obj:
     """The Node object registered for ``pool`` (the shape a kubelet registers)."""
     stamp = _rfc3339(now or _utcnow())
     return {
         "apiVersion": "v1", "kind": "Node",
         "metadata": {"name": pool.node_name, "labels": _labels(pool),
-                     "annotations": {"node.alpha.kubernetes.io/ttl": "0"}},
+                     "annotations": {"node.alpha.kubernetes.io/ttl": "0",
+                                     **(annotations or {})}},
         "spec": {"taints": [_taint(pool)]},
         "status": {
             "capacity": dict(capacity),
@@ -225,7 +243,8 @@ class _PoolState:
     """What the manager knows of one pool and its node."""
 
     __slots__ = ("config", "capacity", "quota", "registered", "node_uid", "ready",
-                 "transition", "since", "failing_since", "last_error", "lease_created")
+                 "transition", "since", "failing_since", "last_error", "lease_created",
+                 "annotated")
 
     def __init__(self, config: PoolConfig, now: str) -> None:
         self.config = config
@@ -239,6 +258,7 @@ class _PoolState:
         self.failing_since: float | None = None       # clock() of the first failure in a row
         self.last_error = ""
         self.lease_created = False
+        self.annotated: dict[str, str] | None = None  # the pool annotations on the node
 
 
 class VirtualNodeManager:
@@ -419,6 +439,17 @@ class VirtualNodeManager:
                                            "strategic")
         self._observe_uid(state, str((node.get("metadata") or {}).get("uid") or ""))
         self.status_writes += 1
+        if state.quota is not None:
+            wanted = pool_annotations(state.quota)
+            if state.annotated is None:
+                notes = (node.get("metadata") or {}).get("annotations") or {}
+                state.annotated = {k: v for k, v in notes.items() if k in wanted}
+            if state.annotated != wanted:
+                # Metadata is not written through the status subresource: a patch of its own,
+                # made only when the cloud reports other limits or another price.
+                await self.client.patch(api_path("v1", "nodes", name=pool.node_name),
+                                        {"metadata": {"annotations": wanted}}, "merge")
+                state.annotated = wanted
 
     @staticmethod
     def _observe_uid(state: _PoolState, uid: str) -> None:
@@ -436,10 +467,13 @@ class VirtualNodeManager:
             current = await self.client.get(path)
         except NotFoundError:
             capacity = state.capacity or {"cpu": "0", "memory": "0", "pods": "0"}
+            notes = pool_annotations(state.quota) if state.quota is not None else None
             body = virtual_node(pool, capacity, ready=state.ready,
-                               message=self._ready_message(state), now=self._wall_clock())
+                               message=self._ready_message(state), now=self._wall_clock(),
+                               annotations=notes)
             created = await self.client.create(api_path("v1", "nodes"), body)
             self._observe_uid(state, str(created["metadata"].get("uid") or ""))
+            state.annotated = notes
             state.registered = True
             log.info("virtual node registered", node=pool.node_name, capacity=capacity)
             return

@@ -102,6 +102,7 @@ __all__ = [
     "PodConversionError",
     "ProviderMetrics",
     "REASON_CREATE",
+    "REASON_RUNNING",
     "REASON_CREATE_FAILED",
     "REASON_DELETE",
     "REASON_DELETE_FAILED",
@@ -131,6 +132,7 @@ REASON_DELETE = "ProviderDelete"
 REASON_DELETE_FAILED = "ProviderDeleteFailed"
 REASON_INSTANCE_NOT_FOUND = "ProviderInstanceNotFound"
 REASON_UNSUPPORTED = "ProviderUnsupported"
+REASON_RUNNING = "ProviderRunning"
 ACTION_CREATE = "CreateInstance"
 ACTION_DELETE = "DeleteInstance"
 ACTION_GET = "GetInstance"
@@ -368,10 +370,13 @@ def _conditions(pod: Obj, wanted: Iterable[tuple[str, bool, str, str]], now: str
             since = str(previous["lastTransitionTime"])
         condition: Obj = {"type": type_, "status": status, "lastProbeTime": None,
                           "lastTransitionTime": since}
-        if reason:
-            condition["reason"] = reason
-        if message:
-            condition["message"] = message
+        # A strategic merge keeps fields a list item leaves out: a reason or message that no
+        # longer holds (Ready turning True after ContainersNotReady) is deleted with null.
+        for key, value in (("reason", reason), ("message", message)):
+            if value:
+                condition[key] = value
+            elif previous is not None and previous.get(key):
+                condition[key] = None
         out.append(condition)
     return out
 
@@ -1117,6 +1122,10 @@ class VirtualPodProvider:
             return
         if await self._patch_status(pod, status, st):
             st.written = (before, after)
+            if status.get("phase") == RUNNING and before[0] != RUNNING:
+                where = f"running, IP {instance.ip}" if instance.ip else "running"
+                self._event(pod, "Normal", REASON_RUNNING, ACTION_GET,
+                            event_note("get", instance.id, st.pool.name, where))
 
     async def _patch_status(self, pod: Obj, status: Obj, st: _Tracked | None = None) -> bool:
         """Merge ``status`` into the pod's; with ``st``, also record its instance on the pod if

@@ -1,11 +1,12 @@
 """The rebalancer: virtual pods come back to real nodes when real capacity frees up.
 
 Triggers: an assigned real pod deleted, a node added, uncordoned or grown (the scheduler calls
-:meth:`Rebalancer.poke`), and a periodic sweep. A sweep looks at the pods on virtual nodes in
-order — priority first, then the most expensive pool, then the longest on the cloud — and runs
-each through the scheduler's own pipeline (the pod's fragment included) over the real nodes.
-When one fits, the capacity is **reserved** in the cache at once (an assumed placeholder), so
-pods scheduled meanwhile cannot take it, and the pod is moved:
+:meth:`Rebalancer.capacity_freed`), and a periodic sweep. A sweep looks at the pods on virtual
+nodes in order — priority first, then the most expensive pool, then the longest on the cloud —
+and asks the scheduler where each would go now (:meth:`Placement.try_placement`: its own
+pipeline, the pod's fragment included, over the real nodes). When one fits, the capacity is
+**reserved** at once (an assumed placeholder), so pods scheduled meanwhile cannot take it, and the
+pod is moved:
 
 * **A bare pod** (no controller): make-before-break. A copy is created bound to the reserved node
   (name ``<name>-rb-<n>``: a pod's node cannot change, so the copy is a new pod); once the copy is
@@ -16,8 +17,24 @@ pods scheduled meanwhile cannot take it, and the pod is moved:
   ``controller.kubernetes.io/pod-deletion-cost: "-1000"`` and is **evicted** through the Eviction
   API, which honours PodDisruptionBudgets (429: retried on a later sweep). The controller creates
   the replacement, which the scheduler places on a real node; the reservation is released for
-  it. The trade-off: between eviction and the replacement's start the workload runs one pod
+  it (:meth:`steer`). Between eviction and the replacement's start the workload runs one pod
   short (exactly what a PDB allows), where make-before-break never does.
+
+**Only our own.** The rebalancer moves only pods whose ``schedulerName`` is this scheduler's and
+that this scheduler placed on a virtual node (they carry ``wssp/virtual-node: "true"``, which the
+scheduler writes just before binding): not another scheduler's pods, not a pod a user put on a
+virtual node with ``nodeName``. Before a copy is made, the original is read again: it must still
+exist, with the same uid, on its virtual node, and not be being deleted — a pod the user just
+deleted is never copied.
+
+**Every move can be finished by any leader.** Before the copy is created, the move is recorded
+on the original (annotation ``wssp/move``: the copy's name, the target node, when it started).
+A leader that takes over (or this one after a restart) looks at every pod carrying it
+(:meth:`recover`): if the copy is Ready it finishes the move (the original is deleted); if the
+copy is still starting it waits for the rest of the ready timeout; if the copy does not exist,
+or did not become Ready in time, it rolls back (the copy deleted, the record removed). So a
+leader killed in the middle of a move never leaves the pod running twice for longer than the
+ready timeout.
 
 Safety: a pod must have been on the cloud ``min_cloud_seconds`` (hysteresis) before it moves;
 at most ``max_moves_per_cycle`` moves per sweep and ``max_moves_per_namespace`` per namespace;
@@ -31,16 +48,17 @@ from __future__ import annotations
 import asyncio
 import calendar
 import copy
+import json
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
-import numpy as np
 import structlog
 
 from pyscheduler.api.names import (
     DELETION_COST_ANNOTATION,
     INSTANCE_ANNOTATION,
+    MOVE_ANNOTATION,
     MOVED_FROM_ANNOTATION,
     NEVER,
     POOL_LABEL,
@@ -58,25 +76,56 @@ from pyscheduler.kube.errors import (
     TooManyRequestsError,
 )
 from pyscheduler.kube.tasks import cancel_and_wait
+from pyscheduler.virtual.types import Placement
 
-__all__ = ["Rebalancer"]
+__all__ = ["Rebalancer", "move_record"]
 
 log = structlog.get_logger("pyscheduler.rebalancer")
 
 Obj = dict[str, Any]
+_TIME_FORMAT = "%Y-%m-%dT%H:%M:%SZ"
+
+
+def move_record(obj: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The move in flight recorded on a virtual pod (``{"copy", "node", "since"}``), if any."""
+    raw = ((obj.get("metadata") or {}).get("annotations") or {}).get(MOVE_ANNOTATION)
+    if not raw:
+        return None
+    try:
+        record = json.loads(raw)
+    except ValueError:
+        return None
+    if not isinstance(record, dict) or not isinstance(record.get("copy"), str):
+        return None
+    return record
+
+
+def _ready(obj: Mapping[str, Any]) -> bool:
+    return any(c.get("type") == "Ready" and c.get("status") == "True"
+               for c in (obj.get("status") or {}).get("conditions") or ())
+
+
+def _seconds(text: object, default: float) -> float:
+    if not isinstance(text, str):
+        return default
+    try:
+        return float(calendar.timegm(time.strptime(text, _TIME_FORMAT)))
+    except ValueError:
+        return default
 
 
 class Rebalancer:
-    """Moves pods from virtual nodes back to real ones; runs on the scheduler's event loop."""
+    """Moves pods from virtual nodes back to real ones; runs on the scheduler's event loop.
 
-    def __init__(self, scheduler: Any, settings: RebalancerConfig, *,
-                 pool_price: Callable[[str], float] | None = None,
+    It is the scheduler's :class:`~pyscheduler.scheduler.PlacementObserver` and asks the
+    scheduler through :class:`~pyscheduler.virtual.types.Placement` only."""
+
+    def __init__(self, placement: Placement, settings: RebalancerConfig, *,
                  clock: Callable[[], float] = time.time) -> None:
-        self.scheduler = scheduler
+        self.placement = placement
         self.settings = settings
-        self.pool_price = pool_price or (lambda pool: 0.0)
         self.clock = clock
-        self.virtual_pods: dict[str, Obj] = {}  # uid -> pod, for pods on virtual nodes
+        self.virtual_pods: dict[str, Obj] = {}  # uid -> pod, for our pods on virtual nodes
         self.moving: dict[str, str] = {}  # virtual pod uid -> reservation uid
         self._evicted: dict[str, set[str]] = {}  # evicted pod uid -> its controller uids
         self._targets: dict[str, str] = {}  # evicted pod uid -> the real node reserved for it
@@ -85,11 +134,18 @@ class Rebalancer:
         self._moves: set[asyncio.Task[None]] = set()
         self.moved = 0
 
-    # -- what the scheduler tells us -----------------------------------------------------------
+    # -- what the scheduler tells us (PlacementObserver) ---------------------------------------
+
+    def _ours(self, obj: Obj) -> bool:
+        """A pod this scheduler placed on a virtual node (see the module docstring)."""
+        meta = obj.get("metadata") or {}
+        spec = obj.get("spec") or {}
+        return spec.get("schedulerName") == self.placement.name \
+            and (meta.get("labels") or {}).get(VIRTUAL_LABEL) == "true"
 
     def pod_seen(self, obj: Obj) -> None:
         uid = str(obj["metadata"].get("uid"))
-        if obj.get("metadata", {}).get("deletionTimestamp") or \
+        if not self._ours(obj) or obj.get("metadata", {}).get("deletionTimestamp") or \
                 (obj.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
             self.virtual_pods.pop(uid, None)
         else:
@@ -98,9 +154,26 @@ class Rebalancer:
     def pod_gone(self, uid: str) -> None:
         self.virtual_pods.pop(uid, None)
 
-    def poke(self) -> None:
+    def capacity_freed(self) -> None:
         """Capacity may have freed up: sweep soon."""
         self._poke.set()
+
+    def steer(self, pod: PodInfo) -> str | None:
+        """A new pod of a controller whose virtual pod we evicted: free the reserved capacity
+        just before it is scheduled, and answer the node it was reserved on (the scheduler
+        steers the pod there when that node passes its filters)."""
+        owners = {r.get("uid") for r in (pod.raw.get("metadata") or {}).get(
+            "ownerReferences") or () if r.get("controller")}
+        if not owners:
+            return None
+        for uid, reservation in list(self.moving.items()):
+            evicted = self._evicted.get(uid)
+            if evicted is not None and evicted & owners:
+                self.placement.release(reservation)
+                del self.moving[uid]
+                self._evicted.pop(uid, None)
+                return self._targets.pop(uid, None)
+        return None
 
     # -- running -------------------------------------------------------------------------------
 
@@ -121,6 +194,12 @@ class Rebalancer:
         self._task = None
 
     async def _run(self) -> None:
+        try:
+            await self.recover()
+        except asyncio.CancelledError:
+            raise
+        except Exception:  # recovery is retried by the sweeps below
+            log.exception("recovering the moves in flight failed")
         while True:
             try:
                 await asyncio.wait_for(self._poke.wait(), self.settings.interval_seconds)
@@ -137,33 +216,33 @@ class Rebalancer:
 
     def _order(self, obj: Obj) -> tuple[int, float, float]:
         spec = obj.get("spec") or {}
-        pool = str(((obj.get("metadata") or {}).get("labels") or {}).get(
-            "wssp/cloud-pool") or str(spec.get("nodeName") or "").removeprefix("wssp-virtual-"))
-        return (-int(spec.get("priority") or 0), -self.pool_price(pool), self._since(obj))
+        pool = str(((obj.get("metadata") or {}).get("labels") or {}).get(POOL_LABEL)
+                   or str(spec.get("nodeName") or "").removeprefix(VIRTUAL_NODE_PREFIX))
+        return (-int(spec.get("priority") or 0), -self.placement.pool_price(pool),
+                self._since(obj))
 
     def _since(self, obj: Obj) -> float:
         """When the pod started on the cloud (status.startTime, else its creation)."""
         text = (obj.get("status") or {}).get("startTime") or \
             (obj.get("metadata") or {}).get("creationTimestamp")
-        if not text:
-            return self.clock()
-        try:
-            return float(calendar.timegm(time.strptime(text, "%Y-%m-%dT%H:%M:%SZ")))
-        except ValueError:
-            return self.clock()
+        return _seconds(text, self.clock())
 
     async def sweep(self) -> list[tuple[str, str]]:
         """One pass: returns (pod key, outcome) for every pod looked at."""
         s = self.settings
-        sched = self.scheduler
         outcomes: list[tuple[str, str]] = []
         per_namespace: dict[str, int] = {}
         moves = 0
-        room = self._most_room()
+        room = self.placement.most_room()
         for obj in sorted(list(self.virtual_pods.values()), key=self._order):
             meta = obj["metadata"]
             uid, key = str(meta.get("uid")), f"{meta.get('namespace')}/{meta.get('name')}"
             if uid in self.moving:
+                continue
+            if move_record(obj) is not None:
+                # A move in flight that no task of ours follows (another leader's): finish it.
+                self._follow(obj)
+                outcomes.append((key, "recovering"))
                 continue
             if (obj.get("status") or {}).get("phase") != "Running":
                 continue
@@ -189,9 +268,9 @@ class Rebalancer:
             owned = any(r.get("controller") for r in meta.get("ownerReferences") or ())
             strategy = "evict" if owned else "copy"
             if s.dry_run:
-                sched.recorder.record(obj, type_="Normal", reason="Rebalance",
-                                      action="Rebalance",
-                                      note=f"dry run: would move to {target} ({strategy})")
+                self.placement.recorder.record(
+                    obj, type_="Normal", reason="Rebalance", action="Rebalance",
+                    note=f"dry run: would move to {target} ({strategy})")
                 outcomes.append((key, f"dry-run:{target}"))
                 continue
             reservation = self.reserve(obj, target)
@@ -201,28 +280,14 @@ class Rebalancer:
             self.moving[uid] = reservation
             moves += 1
             per_namespace[ns] = per_namespace.get(ns, 0) + 1
-            task = asyncio.get_running_loop().create_task(
-                self._move(obj, target, strategy, reservation))
-            self._moves.add(task)
-            task.add_done_callback(self._moves.discard)
+            self._spawn(self._move(obj, target, strategy, reservation))
             outcomes.append((key, f"{strategy}:{target}"))
         return outcomes
 
-    def _most_room(self) -> tuple[int, int]:
-        """The most free cpu and the most free memory on any one real node (not necessarily the
-        same node): a pod asking more of either fits no real node, whatever its other rules."""
-        table = self.scheduler.cache.table
-        n = table.n
-        if not n:
-            return 0, 0
-        real = table.valid[:n] & np.array(
-            [not name.startswith(VIRTUAL_NODE_PREFIX) for name in table.names[:n]], bool)
-        if not real.any():
-            return 0, 0
-        cols = [table.resource_index["cpu"], table.resource_index["memory"]]
-        free = table.allocatable[:n, cols] - table.requested[:n, cols]
-        most = free[real].max(axis=0)
-        return int(most[0]), int(most[1])
+    def _spawn(self, coro: Any) -> None:
+        task = asyncio.get_running_loop().create_task(coro)
+        self._moves.add(task)
+        task.add_done_callback(self._moves.discard)
 
     def _may_fit(self, obj: Obj, room: tuple[int, int]) -> bool:
         """False when the pod's cpu or memory request exceeds what any real node has free, so
@@ -239,8 +304,7 @@ class Rebalancer:
         clone["spec"].pop("nodeName", None)
         clone["metadata"]["uid"] = f"rebalance:{obj['metadata']['uid']}"
         try:
-            node: str | None = await self.scheduler.try_placement(pod_info(clone))
-            return node
+            return await self.placement.try_placement(pod_info(clone))
         except asyncio.CancelledError:
             raise
         except Exception as exc:  # fragment unavailable, a spec we cannot read...
@@ -249,47 +313,26 @@ class Rebalancer:
             return None
 
     def reserve(self, obj: Obj, node: str) -> str | None:
-        """Hold ``obj``'s requests on ``node`` in the cache (an assumed placeholder pod)."""
+        """Hold ``obj``'s requests on ``node`` (an assumed placeholder)."""
         clone = copy.deepcopy(obj)
         clone["spec"]["nodeName"] = node
         uid = f"rebalance:{obj['metadata']['uid']}"
         clone["metadata"]["uid"] = uid
         try:
-            self.scheduler.cache.assume(pod_info(clone), node)
+            return uid if self.placement.reserve(pod_info(clone), node) else None
         except (PodSpecError, ValueError):
             return None
-        return uid
 
     def await_replacement(self, obj: Obj, node: str) -> None:
         """``obj`` (being moved, its capacity reserved on ``node``) was evicted: the next pod of
-        its controller gets the reservation (:meth:`release_for_owner`)."""
+        its controller gets the reservation (:meth:`steer`)."""
         meta = obj["metadata"]
         owners = {r.get("uid") for r in meta.get("ownerReferences") or () if r.get("controller")}
         self._evicted[str(meta["uid"])] = {str(o) for o in owners}
         self._targets[str(meta["uid"])] = node
 
-    def release(self, reservation: str) -> None:
-        self.scheduler.cache.forget(reservation)
-
-    def release_for_owner(self, pod: PodInfo) -> str | None:
-        """A new pod of a controller whose virtual pod we evicted: free the reserved capacity
-        just before it is scheduled, and answer the node it was reserved on (the scheduler
-        steers the pod there when that node passes its filters)."""
-        owners = {r.get("uid") for r in (pod.raw.get("metadata") or {}).get(
-            "ownerReferences") or () if r.get("controller")}
-        if not owners:
-            return None
-        for uid, reservation in list(self.moving.items()):
-            evicted = self._evicted.get(uid)
-            if evicted is not None and evicted & owners:
-                self.release(reservation)
-                del self.moving[uid]
-                self._evicted.pop(uid, None)
-                return self._targets.pop(uid, None)
-        return None
-
     async def _move(self, obj: Obj, node: str, strategy: str, reservation: str) -> None:
-        sched = self.scheduler
+        placement = self.placement
         meta = obj["metadata"]
         uid = str(meta["uid"])
         ok = False
@@ -298,94 +341,208 @@ class Rebalancer:
                 ok = await self._copy_then_delete(obj, node, reservation)
             else:
                 ok = await self._evict(obj, node)
+        except asyncio.CancelledError:
+            raise
         except Exception as exc:
             log.warning("rebalance move failed", pod=meta.get("name"), error=str(exc))
-            sched.recorder.record(obj, type_="Warning", reason="RebalanceFailed",
-                                  action="Rebalance", note=f"move to {node} failed: {exc}")
+            placement.recorder.record(obj, type_="Warning", reason="RebalanceFailed",
+                                      action="Rebalance", note=f"move to {node} failed: {exc}")
         finally:
             if strategy == "copy" or not ok:
                 self.moving.pop(uid, None)
-                self.release(reservation)
+                placement.release(reservation)
         if ok:
             self.moved += 1
-        if sched.metrics is not None:
-            sched.metrics.rebalance_moves.labels(strategy, "ok" if ok else "failed").inc()
+        if placement.metrics is not None:
+            placement.metrics.rebalance_moves.labels(strategy, "ok" if ok else "failed").inc()
 
-    async def _copy_then_delete(self, obj: Obj, node: str, reservation: str) -> bool:
-        sched = self.scheduler
-        client = sched.client
+    # -- make-before-break, recorded on the pod ---------------------------------------------------
+
+    def _pod_path(self, namespace: str, name: str) -> str:
+        return f"/api/v1/namespaces/{namespace}/pods/{name}"
+
+    async def _current(self, obj: Obj) -> Obj | None:
+        """The pod as the API server has it now, if it is still the same pod, on its virtual
+        node, and not being deleted; None otherwise."""
         meta = obj["metadata"]
-        ns, name = meta["namespace"], meta["name"]
+        try:
+            current = await self.placement.client.get(
+                self._pod_path(meta["namespace"], meta["name"]))
+        except NotFoundError:
+            return None
+        cmeta = current.get("metadata") or {}
+        if cmeta.get("uid") != meta.get("uid") or cmeta.get("deletionTimestamp") or \
+                (current.get("spec") or {}).get("nodeName") != obj["spec"].get("nodeName"):
+            return None
+        return current
+
+    def _copy_of(self, obj: Obj, node: str, copy_name: str) -> Obj:
+        meta = obj["metadata"]
         copy_obj: Obj = {
             "apiVersion": "v1", "kind": "Pod",
             "metadata": {
-                "name": f"{name}-rb-{int(self.clock()) % 100000}",
-                "namespace": ns,
+                "name": copy_name,
+                "namespace": meta["namespace"],
                 "labels": {k: v for k, v in (meta.get("labels") or {}).items()
                            if k not in (VIRTUAL_LABEL, POOL_LABEL)},
                 "annotations": {**{k: v for k, v in (meta.get("annotations") or {}).items()
-                                   if k != INSTANCE_ANNOTATION},
-                                MOVED_FROM_ANNOTATION: f"{name} ({meta.get('uid')})"},
+                                   if k not in (INSTANCE_ANNOTATION, MOVE_ANNOTATION)},
+                                MOVED_FROM_ANNOTATION: f"{meta['name']} ({meta.get('uid')})"},
             },
             "spec": {k: v for k, v in obj["spec"].items() if k != "nodeName"},
         }
         copy_obj["spec"]["nodeName"] = node
-        created = await client.create(f"/api/v1/namespaces/{ns}/pods", copy_obj)
-        # The copy now holds the capacity for real: drop the placeholder, count the copy.
-        self.release(reservation)
-        copy_name = created["metadata"]["name"]
-        deadline = asyncio.get_running_loop().time() + self.settings.ready_timeout_seconds
-        while asyncio.get_running_loop().time() < deadline:
-            current = await client.get(f"/api/v1/namespaces/{ns}/pods/{copy_name}")
-            if any(c.get("type") == "Ready" and c.get("status") == "True"
-                   for c in (current.get("status") or {}).get("conditions") or ()):
-                break
-            await asyncio.sleep(0.2)
-        else:
-            await client.delete(f"/api/v1/namespaces/{ns}/pods/{copy_name}")
-            sched.recorder.record(obj, type_="Warning", reason="RebalanceFailed",
-                                  action="Rebalance",
-                                  note=f"copy {copy_name} on {node} did not become Ready "
-                                       f"within {self.settings.ready_timeout_seconds:g}s; "
-                                       f"the pod stays on the cloud")
+        return copy_obj
+
+    async def _copy_then_delete(self, obj: Obj, node: str, reservation: str) -> bool:
+        client = self.placement.client
+        meta = obj["metadata"]
+        ns, name = meta["namespace"], meta["name"]
+        current = await self._current(obj)
+        if current is None:
+            return False  # deleted (or being deleted) meanwhile: nothing to move
+        copy_name = f"{name}-rb-{int(self.clock()) % 100000}"
+        record = {"copy": copy_name, "node": node,
+                  "since": time.strftime(_TIME_FORMAT, time.gmtime(self.clock()))}
+        # The record first, on the version just read: a pod changed (or deleted) since is not
+        # moved, and whoever leads next knows what to finish or undo.
+        try:
+            await client.patch(self._pod_path(ns, name), {"metadata": {
+                "resourceVersion": (current.get("metadata") or {}).get("resourceVersion"),
+                "annotations": {MOVE_ANNOTATION: json.dumps(record, sort_keys=True)}}}, "merge")
+        except (ConflictError, NotFoundError):
             return False
         try:
-            await client.delete(f"/api/v1/namespaces/{ns}/pods/{name}", uid=str(meta["uid"]))
+            await client.create(f"/api/v1/namespaces/{ns}/pods",
+                                self._copy_of(current, node, copy_name))
+        except AlreadyExistsError:
+            pass  # made by an earlier attempt of this very move
+        except KubeError:
+            await self._clear_record(obj)
+            raise
+        # The copy now holds the capacity for real: drop the placeholder, count the copy.
+        self.placement.release(reservation)
+        return await self._finish(obj, record)
+
+    async def _finish(self, obj: Obj, record: Mapping[str, Any]) -> bool:
+        """Wait (what is left of the ready timeout) for the recorded copy to be Ready, then
+        delete the original; roll back when it is not Ready in time or is gone."""
+        client = self.placement.client
+        meta = obj["metadata"]
+        ns, name = meta["namespace"], meta["name"]
+        copy_name = str(record["copy"])
+        node = str(record.get("node") or "")
+        started = _seconds(record.get("since"), self.clock())
+        deadline = started + self.settings.ready_timeout_seconds
+        ready = False
+        while True:
+            try:
+                current = await client.get(self._pod_path(ns, copy_name))
+            except NotFoundError:
+                break
+            if _ready(current):
+                ready = True
+                break
+            if self.clock() >= deadline:
+                break
+            await asyncio.sleep(0.2)
+        if not ready:
+            await self._roll_back(obj, copy_name, f"copy {copy_name} on {node} did not become "
+                                                  f"Ready within "
+                                                  f"{self.settings.ready_timeout_seconds:g}s; "
+                                                  f"the pod stays on the cloud")
+            return False
+        try:
+            await client.delete(self._pod_path(ns, name), uid=str(meta["uid"]))
         except (NotFoundError, ConflictError):
             pass
-        sched.recorder.record(obj, type_="Normal", reason="Rebalance", action="Rebalance",
-                              note=f"moved back to real node {node} as {copy_name} "
-                                   f"(make-before-break)")
+        self.placement.recorder.record(
+            obj, type_="Normal", reason="Rebalance", action="Rebalance",
+            note=f"moved back to real node {node} as {copy_name} (make-before-break)")
         return True
 
+    async def _roll_back(self, obj: Obj, copy_name: str, why: str) -> None:
+        meta = obj["metadata"]
+        try:
+            await self.placement.client.delete(self._pod_path(meta["namespace"], copy_name))
+        except NotFoundError:
+            pass
+        await self._clear_record(obj)
+        self.placement.recorder.record(obj, type_="Warning", reason="RebalanceFailed",
+                                       action="Rebalance", note=why)
+
+    async def _clear_record(self, obj: Obj) -> None:
+        meta = obj["metadata"]
+        try:
+            await self.placement.client.patch(
+                self._pod_path(meta["namespace"], meta["name"]),
+                {"metadata": {"annotations": {MOVE_ANNOTATION: None}}}, "merge")
+        except NotFoundError:
+            pass
+
+    async def recover(self) -> None:
+        """Finish or undo every move recorded on a pod (see the module docstring): what a
+        leader does first, for the moves a previous leader left in flight."""
+        for obj in list(self.virtual_pods.values()):
+            if move_record(obj) is not None:
+                self._follow(obj)
+
+    def _follow(self, obj: Obj) -> None:
+        """Take over the recorded move of ``obj`` in a task of its own."""
+        uid = str(obj["metadata"]["uid"])
+        if uid in self.moving:
+            return
+        record = move_record(obj)
+        assert record is not None
+        self.moving[uid] = ""
+
+        async def follow() -> None:
+            try:
+                current = await self._current(obj)
+                if current is None:
+                    # The original is gone: the move was finished (or the pod deleted); a copy
+                    # left behind is a pod of its own now.
+                    return
+                if await self._finish(current, record):
+                    self.moved += 1
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                log.warning("recovering a move failed", pod=obj["metadata"].get("name"),
+                            error=str(exc))
+            finally:
+                self.moving.pop(uid, None)
+        self._spawn(follow())
+
+    # -- eviction --------------------------------------------------------------------------------
+
     async def _evict(self, obj: Obj, node: str) -> bool:
-        sched = self.scheduler
-        client = sched.client
+        placement = self.placement
+        client = placement.client
         meta = obj["metadata"]
         ns, name, uid = meta["namespace"], meta["name"], str(meta["uid"])
+        if await self._current(obj) is None:
+            return False
         try:
-            await client.patch(f"/api/v1/namespaces/{ns}/pods/{name}", {
+            await client.patch(self._pod_path(ns, name), {
                 "metadata": {"annotations": {DELETION_COST_ANNOTATION: "-1000"}}})
             await client.create(f"/api/v1/namespaces/{ns}/pods/{name}/eviction", {
                 "apiVersion": "policy/v1", "kind": "Eviction",
                 "metadata": {"name": name, "namespace": ns},
                 "deleteOptions": {"preconditions": {"uid": uid}}})
         except TooManyRequestsError as exc:
-            sched.recorder.record(obj, type_="Normal", reason="RebalanceSkipped",
-                                  action="Rebalance",
-                                  note=f"eviction refused ({exc}): a PodDisruptionBudget "
-                                       f"allows no disruption now; retried later")
+            placement.recorder.record(obj, type_="Normal", reason="RebalanceSkipped",
+                                      action="Rebalance",
+                                      note=f"eviction refused ({exc}): a PodDisruptionBudget "
+                                           f"allows no disruption now; retried later")
             return False
         except (NotFoundError, ConflictError, AlreadyExistsError):
             return False
-        except KubeError:
-            raise
         self.await_replacement(obj, node)
-        sched.recorder.record(obj, type_="Normal", reason="Rebalance", action="Rebalance",
-                              note=f"evicted so that its controller replaces it on a real "
-                                   f"node ({node} has room)")
-        # The reservation stays until the replacement arrives (release_for_owner) or the
-        # next sweep finds the pod gone.
+        placement.recorder.record(obj, type_="Normal", reason="Rebalance", action="Rebalance",
+                                  note=f"evicted so that its controller replaces it on a real "
+                                       f"node ({node} has room)")
+        # The reservation stays until the replacement arrives (steer) or a while passes.
         asyncio.get_running_loop().call_later(
             30.0, lambda: self._expire_eviction(uid))
         return True
@@ -394,5 +551,5 @@ class Rebalancer:
         reservation = self.moving.pop(uid, None)
         self._evicted.pop(uid, None)
         self._targets.pop(uid, None)
-        if reservation is not None:
-            self.release(reservation)
+        if reservation:
+            self.placement.release(reservation)

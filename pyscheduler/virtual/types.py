@@ -9,10 +9,17 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
+
+if TYPE_CHECKING:
+    from pyscheduler.framework.pod import PodInfo
+    from pyscheduler.kube.client import KubeClient
+    from pyscheduler.kube.events import EventRecorder
+    from pyscheduler.metrics import SchedulerMetrics
 
 __all__ = [
     "CloudAdapter",
+    "Placement",
     "CloudError",
     "ContainerSpec",
     "Instance",
@@ -117,3 +124,37 @@ class CloudAdapter(Protocol):
     async def list(self, pool: str) -> Sequence[Instance]: ...
     async def capacity(self, pool: str) -> PoolCapacity: ...
     async def close(self) -> None: ...
+
+
+class Placement(Protocol):
+    """What the virtual package (the rebalancer, refusal handling) asks of the scheduler. The
+    scheduler implements it; nothing here imports the scheduler."""
+
+    #: The scheduler's name: only pods with this ``schedulerName`` are ever moved.
+    name: str
+    client: KubeClient
+    recorder: EventRecorder
+    metrics: SchedulerMetrics | None
+
+    async def try_placement(self, pod: PodInfo) -> str | None:
+        """The real node the scheduler would choose for ``pod`` now (its fragment included),
+        or None; nothing is assumed."""
+
+    def reserve(self, pod: PodInfo, node: str) -> bool:
+        """Hold ``pod``'s requests on ``node`` (an assumed placeholder), so that no pod
+        scheduled meanwhile takes them; False when that cannot be done."""
+
+    def release(self, uid: str) -> None:
+        """Drop the placeholder held for ``uid``."""
+
+    def most_room(self) -> tuple[int, int]:
+        """The most free cpu (millicores) and the most free memory (bytes) on any one real
+        node (not necessarily the same node)."""
+
+    def pool_refused(self, node: str, cpu_millis: int, memory_bytes: int,
+                     until: float) -> None:
+        """The pool of virtual node ``node`` kept refusing an instance this large: pods at
+        least as large skip it until ``until`` (``time.monotonic()``)."""
+
+    def pool_price(self, pool: str) -> float:
+        """The pool's price per CPU-hour, as its virtual node reports it (0 when unknown)."""

@@ -31,6 +31,7 @@ import numpy as np
 import numpy.typing as npt
 import orjson
 
+from pyscheduler.api.names import PROVIDER_TAINT_KEY
 from pyscheduler.framework.interface import CycleContext, FilterResult, Reason
 from pyscheduler.framework.nodetable import BoolArray, IntArray, NodeTable
 from pyscheduler.framework.pod import NodeSelectorRequirement, PodInfo
@@ -51,7 +52,7 @@ __all__ = [
 ]
 
 ABI_MAJOR = 1
-ABI_MINOR = 1  # the newest minor this host speaks (ABI.md §8)
+ABI_MINOR = 2  # the newest minor this host speaks (ABI.md §8)
 CTX_SIZE = 256
 NAME_FIELD = "metadata.name"
 MAX_SCORE = 100
@@ -64,7 +65,7 @@ _CANDIDATES, _VERDICTS, _SCORES, _GENERATION, _STAGE = 76, 80, 84, 88, 92
 _CHANGED, _N_CHANGED, _HOST_MINOR = 96, 100, 104
 _REASONS, _REASONS_LEN, _WANT_LABELS, _WANT_LABELS_LEN = 128, 132, 136, 140
 
-FLAG_PRESENT, FLAG_UNSCHEDULABLE, FLAG_NOT_READY = 1, 2, 4
+FLAG_PRESENT, FLAG_UNSCHEDULABLE, FLAG_NOT_READY, FLAG_VIRTUAL = 1, 2, 4, 8
 _NOT_READY_TAINTS = ("node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable")
 _DO_NOT_SCHEDULE = ("NoSchedule", "NoExecute")
 _CORDON_TAINT = "node.kubernetes.io/unschedulable"
@@ -471,8 +472,11 @@ class Guest:
         flags = (FLAG_PRESENT if table.valid[slot] else 0) | (
             FLAG_UNSCHEDULABLE if table.unschedulable[slot] else 0)
         info = table.infos[slot]
-        if info is not None and any(t.key in _NOT_READY_TAINTS for t in info.taints):
+        if table.not_ready[slot] or (info is not None and any(
+                t.key in _NOT_READY_TAINTS for t in info.taints)):
             flags |= FLAG_NOT_READY
+        if table.virtual[slot]:
+            flags |= FLAG_VIRTUAL
         views.flags[slot] = flags
         for index, key in enumerate(self.label_keys):
             if key == NAME_FIELD:
@@ -488,9 +492,12 @@ class Guest:
         self._i64_columns(self._req_ptr, r)[:, rows] = table.requested[rows, :r].T
         flags = table.valid[rows].astype(np.uint8) * FLAG_PRESENT
         flags |= table.unschedulable[rows].astype(np.uint8) * FLAG_UNSCHEDULABLE
+        not_ready = table.not_ready[rows].copy()
         for taint, mask in table.taint_index.items():
             if taint.key in _NOT_READY_TAINTS:
-                flags |= mask[rows].astype(np.uint8) * FLAG_NOT_READY
+                not_ready |= mask[rows]
+        flags |= not_ready.astype(np.uint8) * FLAG_NOT_READY
+        flags |= table.virtual[rows].astype(np.uint8) * FLAG_VIRTUAL
         mem = self.mem
         mem[self._flags_ptr + rows] = flags
         for index in range(len(self.label_keys)):
@@ -577,9 +584,15 @@ class Guest:
                 continue
             if any(t.tolerates(taint.key, taint.value, taint.effect) for t in tolerations):
                 continue
+            rows = mask[:n]
+            if taint.key == PROVIDER_TAINT_KEY:
+                # A cloud pool's virtual node is a candidate in the burst pass only, which
+                # tolerates its provider taint (as TaintToleration does there): one filter call
+                # answers for both passes. Another node with that taint keeps it.
+                rows = rows & ~self._table.virtual[:n]
             if untolerated is None:
                 untolerated = np.zeros(n, np.uint8)
-            untolerated |= mask[:n].view(np.uint8)
+            untolerated |= rows.view(np.uint8)
         # kube's NodeUnschedulable: a cordoned node is fine for a pod tolerating the
         # node.kubernetes.io/unschedulable:NoSchedule taint.
         cordoned = self._table.unschedulable[:n]

@@ -158,7 +158,8 @@ def test_burst_then_move_back(scheduler: SchedulerThread, core: client.CoreV1Api
     assert never.spec.node_name is None
     cond = [c for c in never.status.conditions or () if c.type == "PodScheduled"]
     assert cond and cond[0].message.endswith(
-        'cannot burst: the pod is annotated wssp/burst: "never".')
+        'Burst: 0/2 cloud pools are available: 2 cloud pool(s) cannot take the pod: the pod is '
+        'annotated wssp/burst: "never".'), cond[0].message
     on_cloud = {i.pod_uid for i in cloud.call(lambda: cloud.sim.list("aci"))}
     web_uids = {p.metadata.uid for p in core.list_namespaced_pod(ns, label_selector="app=web")
                 .items}

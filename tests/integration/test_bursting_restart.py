@@ -164,7 +164,8 @@ def test_a_cloud_down_for_many_times_the_not_ready_threshold_loses_nothing(
                 p = core.read_namespaced_pod("during", "default")
                 cs = [c for c in p.status.conditions or () if c.type == "PodScheduled"]
                 return p.spec.node_name is None and bool(cs) and \
-                    "pool aci: virtual node not ready" in (cs[0].message or "")
+                    "Burst: 0/1 cloud pools are available: 1 node(s) were not ready." \
+                    in (cs[0].message or "")
             wait_for(waits_unscheduled, timeout=15,
                      what="a pod created during the outage to wait, saying why")
             time.sleep(12 - 4)   # the rest of the outage

@@ -335,6 +335,10 @@ def test_pods_run_with_the_instance_ip_and_are_deleted_with_their_instance(
                 assert "startedAt" in cs["state"]["running"]
                 for type_ in ("PodScheduled", "Initialized", "ContainersReady", "Ready"):
                     assert condition(p, type_)["status"] == "True", type_
+                for type_ in ("ContainersReady", "Ready"):
+                    # True, and nothing left of the ContainersNotReady it was while Pending.
+                    assert "reason" not in condition(p, type_), condition(p, type_)
+                    assert "message" not in condition(p, type_), condition(p, type_)
                 assert p["metadata"]["annotations"][INSTANCE_ANNOTATION] == \
                     f"{env.pool.name}/{inst.id}"
                 # The request: requests, plain env only, the pod UID as key.
@@ -344,6 +348,10 @@ def test_pods_run_with_the_instance_ip_and_are_deleted_with_their_instance(
             assert {e["regarding"]["name"] for e in created} == set(names)
             assert all(e["note"] == f"create instance {instances[e['regarding']['uid']].id} in "
                        f"pool {env.pool.name}: created (Pending)" for e in created)
+            running = await env.events("ProviderRunning")
+            assert sorted(e["note"] for e in running) == sorted(
+                f"get instance {inst.id} in pool {env.pool.name}: running, IP {inst.ip}"
+                for inst in instances.values())
             unsupported = await env.events("ProviderUnsupported")
             assert unsupported and "TOKEN (secretKeyRef)" in unsupported[0]["note"]
 

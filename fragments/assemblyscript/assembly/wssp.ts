@@ -274,6 +274,7 @@ export const STAGE_SCORE: u32 = 2;
 export const NODE_PRESENT: u8 = 1;
 export const NODE_UNSCHEDULABLE: u8 = 2;
 export const NODE_NOT_READY: u8 = 4;
+export const NODE_VIRTUAL: u8 = 8; // a cloud pool's virtual node (host minor 2)
 
 export const OP_IN: u32 = 0;
 export const OP_NOT_IN: u32 = 1;
@@ -382,6 +383,10 @@ export class Context {
   }
   @inline notReady(row: u32): bool {
     return (this.flags(row) & NODE_NOT_READY) != 0;
+  }
+
+  @inline virtual(row: u32): bool {
+    return (this.flags(row) & NODE_VIRTUAL) != 0;
   }
 
   /** Row's node name (allocates a string). */

@@ -39,11 +39,31 @@ def prefer(name: str):  # type: ignore[no-untyped-def]
     return fn
 
 
-def test_replacing_the_filter_ignores_the_built_ins() -> None:
+def test_replacing_the_filter_never_waives_the_invariant_filters() -> None:
     pipeline, ctx = setup()
-    # "small" lacks cpu for the pod, but a replacing filter alone decides feasibility.
+    # "small" lacks cpu for the pod: whatever a replacing filter answers, it stays infeasible.
     result = pipeline.schedule(ctx, StageOverride("frag", filter=only("small")))
-    assert result.node == "small"
+    assert result.node is None
+    assert result.filtered.diagnose().message() == (
+        "0/3 nodes are available: 1 Insufficient cpu, "
+        "2 node(s) were not chosen by the fragment.")
+
+
+def test_replacing_the_filter_replaces_the_policy_filters() -> None:
+    cache = Cache()
+    for name, zone in (("a", "x"), ("b", "y")):
+        cache.set_node(node_info({"metadata": {"name": name, "labels": {"zone": zone}},
+                                  "status": {"allocatable": {"cpu": "4", "memory": "8Gi",
+                                                             "pods": "10"}}}))
+    pod = pod_info({"metadata": {"name": "p", "namespace": "d", "uid": "u"},
+                    "spec": {"nodeSelector": {"zone": "x"},
+                             "containers": [{"name": "c", "image": "x"}]}})
+    pipeline = Pipeline(build_profile(parse_config({}, "t")), seed=1)
+    ctx = CycleContext.for_pod(pod, cache.table)
+    # The node selector says "a"; a fragment that replaces the filter stage says "b" and wins:
+    # node affinity is policy, not safety.
+    assert pipeline.schedule(ctx, StageOverride("frag", filter=only("b"))).node == "b"
+    assert pipeline.schedule(ctx).node == "a"
 
 
 def test_extending_the_filter_adds_to_the_built_ins() -> None:

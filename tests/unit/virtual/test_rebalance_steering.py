@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from types import SimpleNamespace
 from typing import Any
 
 from pyscheduler.config import RebalancerConfig, parse_config
@@ -12,8 +11,16 @@ from pyscheduler.framework.nodetable import node_info
 from pyscheduler.framework.pipeline import Pipeline
 from pyscheduler.framework.pod import pod_info
 from pyscheduler.plugins.registry import build_profile
-from pyscheduler.scheduler import steered
+from pyscheduler.kube.client import ConnectionConfig, KubeClient
+from pyscheduler.scheduler import Scheduler, steered
+from pyscheduler.virtual.node import PoolConfig, virtual_node
 from pyscheduler.virtual.rebalancer import Rebalancer
+
+
+def scheduler() -> Scheduler:
+    """A scheduler as the rebalancer's Placement; these tests make no API call."""
+    return Scheduler(KubeClient(ConnectionConfig(host="http://127.0.0.1:9")),
+                     parse_config({}, "t"))
 
 
 def node(name: str, cpu: str = "4") -> dict[str, Any]:
@@ -38,10 +45,11 @@ def requested_cpu(cache: Cache, name: str) -> int:
 
 
 def test_the_replacement_gets_the_reservation_and_the_reserved_node() -> None:
-    cache = Cache()
+    placement = scheduler()
+    cache = placement.cache
     for name in ("a", "b", "c"):
         cache.set_node(node_info(node(name)))
-    rebalancer = Rebalancer(SimpleNamespace(cache=cache), RebalancerConfig())
+    rebalancer = Rebalancer(placement, RebalancerConfig())
     virtual = web_pod("web-x", "v-1", node_name="wssp-virtual-aci")
     reservation = rebalancer.reserve(virtual, "b")
     assert reservation is not None
@@ -50,13 +58,13 @@ def test_the_replacement_gets_the_reservation_and_the_reserved_node() -> None:
     rebalancer.await_replacement(virtual, "b")
 
     # Another controller's pod neither takes nor frees the reservation.
-    assert rebalancer.release_for_owner(pod_info(web_pod("other", "o-1", owner="rs-2"))) \
+    assert rebalancer.steer(pod_info(web_pod("other", "o-1", owner="rs-2"))) \
         is None
     assert requested_cpu(cache, "b") == 1000
     replacement = pod_info(web_pod("web-y", "r-1"))
-    assert rebalancer.release_for_owner(replacement) == "b"
+    assert rebalancer.steer(replacement) == "b"
     assert requested_cpu(cache, "b") == 0 and rebalancer.moving == {}
-    assert rebalancer.release_for_owner(replacement) is None   # given once
+    assert rebalancer.steer(replacement) is None   # given once
 
     # Three equal nodes: the pipeline's random tie-break may pick any; steering picks b.
     picks = set()
@@ -84,13 +92,15 @@ def test_steering_never_overrides_the_filters() -> None:
 def test_a_full_cluster_is_seen_before_any_pipeline_run() -> None:
     """The sweep's quick check: the most free cpu and memory on one real node (virtual nodes,
     whose allocatable is a whole cloud pool, do not count)."""
-    cache = Cache()
+    placement = scheduler()
+    cache = placement.cache
     cache.set_node(node_info(node("a", cpu="4")))
     cache.set_node(node_info(node("b", cpu="8")))
-    cache.set_node(node_info(node("wssp-virtual-aci", cpu="1000")))
+    cache.set_node(node_info(virtual_node(PoolConfig("aci", "azure"),
+                                          {"cpu": "1000", "memory": "4Ti", "pods": "1000"})))
     cache.add_pod(pod_info(web_pod("on-b", "u-b", cpu="7", node_name="b")))
-    rebalancer = Rebalancer(SimpleNamespace(cache=cache), RebalancerConfig())
-    room = rebalancer._most_room()
+    rebalancer = Rebalancer(placement, RebalancerConfig())
+    room = placement.most_room()
     assert room == (4000, 16 * 2**30)   # cpu: a has 4 free (b 1); memory: a has all 16Gi
     assert rebalancer._may_fit(web_pod("x", "u-x", cpu="4"), room)
     assert not rebalancer._may_fit(web_pod("y", "u-y", cpu="5"), room)
@@ -102,7 +112,7 @@ def test_stop_ends_a_move_that_loses_a_cancellation() -> None:
     import asyncio
 
     async def body() -> None:
-        rebalancer = Rebalancer(SimpleNamespace(cache=Cache()), RebalancerConfig())
+        rebalancer = Rebalancer(scheduler(), RebalancerConfig())
         swallowed: list[bool] = []
 
         async def stubborn_move() -> None:

@@ -205,3 +205,36 @@ def test_a_grown_table_gets_a_fresh_instance() -> None:
     result = frag.filter(ctx)
     assert result.passed is not None and int(result.passed[: table.n].sum()) == 200
     assert frag.stats.instances == 2
+
+
+def test_virtual_rows_are_flagged_and_their_provider_taint_is_tolerated() -> None:
+    """node_flags bit 3 marks a cloud pool's virtual node, bit 2 a node whose Ready condition
+    is False. A virtual node's provider taint is left out of pod_taints (a virtual row is a
+    candidate in the burst pass only, which tolerates it): one filter call answers for both
+    passes. Any other taint stays, and so does the provider taint on a node that is not one of
+    the pools' virtual nodes."""
+    from pyscheduler.virtual.node import PoolConfig, virtual_node
+
+    down = zone_node("down")
+    down["status"]["conditions"] = [{"type": "Ready", "status": "False"}]
+    pool = virtual_node(PoolConfig("aci", "azure"), {"cpu": "100", "memory": "1Ti",
+                                                     "pods": "100"})
+    pool["spec"]["taints"].append({"key": "dedicated", "value": "db", "effect": "NoSchedule"})
+    tainted = make_node("tainted").capacity(cpu="4", memory="32Gi", pods=110) \
+        .taint("dedicated", "db").obj()
+    foreign = make_node("other-vk").capacity(cpu="4", memory="32Gi", pods=110) \
+        .taint("virtual-kubelet.io/provider", "azure").obj()
+    table = build_table([zone_node("up"), down, pool, tainted, foreign])
+    frag = Fragment.load(wat((FIXTURES / "flags.wat").read_text()), table=table, filter=False)
+    every = table.valid[: table.n].copy()
+
+    def seen(pod: dict[str, object], virtual_pass: bool = False) -> dict[str, int]:
+        ctx = CycleContext.for_pod(pod_info(pod), table, virtual_pass=virtual_pass)
+        return by_name(table, frag.score(ctx, every))
+    # present 1, not ready 4, virtual 8; pod_taints bit 0: an untolerated taint.
+    first = seen(make_pod().obj())
+    assert first == {"up": 4 * 1, "down": 4 * (1 | 4), "wssp-virtual-aci": 4 * (1 | 8) + 1,
+                     "tainted": 4 * 1 + 1, "other-vk": 4 * 1 + 1}
+    assert seen(make_pod().obj(), virtual_pass=True) == first
+    tolerant = seen(make_pod("db").toleration("dedicated", "db", effect="NoSchedule").obj())
+    assert tolerant == {**first, "wssp-virtual-aci": 4 * (1 | 8), "tainted": 4 * 1}
