@@ -285,7 +285,8 @@ class Pipeline:
         score = np.zeros(len(rows), np.int64)
         if array_filters or array_scores:
             view = RowView(table, rows)
-            sub = CycleContext(ctx.pod, cast(NodeTable, view), ctx.request, ctx.namespaces, {})
+            sub = CycleContext(ctx.pod, cast(NodeTable, view), ctx.request, ctx.namespaces, {},
+                               virtual_pass=ctx.virtual_pass)
             for plugin in array_filters:
                 result = plugin.filter(sub)
                 if result.passed is not None:

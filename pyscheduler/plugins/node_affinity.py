@@ -228,7 +228,7 @@ class NodeAffinity:
             return True
         view = RowView(ctx.table, np.array([slot], np.intp))
         result = self.filter(CycleContext(pod, cast(NodeTable, view), ctx.request,
-                                          ctx.namespaces, {}))
+                                          ctx.namespaces, {}, virtual_pass=ctx.virtual_pass))
         return result.passed is None or bool(result.passed[0])
 
     def filter(self, ctx: CycleContext) -> FilterResult:

@@ -15,7 +15,9 @@ kubelet does that the API can observe:
   a node annotated ``sim.pyscheduler.io/condition: NotReady`` (or ``Unknown``) reports that
   condition with the taints the node lifecycle controller would add; ``Ready`` recovers it.
   A pod annotated ``sim.pyscheduler.io/fail: "true"`` fails (exit code 1) instead of running, and
-  ``sim.pyscheduler.io/run-seconds: "N"`` makes it complete after N seconds.
+  ``sim.pyscheduler.io/run-seconds: "N"`` makes it complete after N seconds;
+  ``sim.pyscheduler.io/start-seconds: "N"`` makes it take N seconds to start (a slow image pull)
+  instead of the pool's start delay.
 """
 
 from __future__ import annotations
@@ -33,11 +35,12 @@ from pyscheduler.sim.registry import Registry, now_rfc3339
 from pyscheduler.sim.resources import ResourceType
 
 __all__ = ["FAIL_ANNOTATION", "FAULT_ANNOTATION", "KubeletFleet", "NodeSpec", "node_object",
-           "RUN_SECONDS_ANNOTATION", "pod_event"]
+           "RUN_SECONDS_ANNOTATION", "START_SECONDS_ANNOTATION", "pod_event"]
 
 FAULT_ANNOTATION = "sim.pyscheduler.io/condition"
 FAIL_ANNOTATION = "sim.pyscheduler.io/fail"
 RUN_SECONDS_ANNOTATION = "sim.pyscheduler.io/run-seconds"
+START_SECONDS_ANNOTATION = "sim.pyscheduler.io/start-seconds"
 KUBELET_VERSION = "v1.32.0-pyscheduler.sim"
 
 
@@ -140,6 +143,15 @@ def node_object(spec: NodeSpec) -> dict[str, Any]:
     if spec.taints:
         node["spec"]["taints"] = [dict(t) for t in spec.taints]
     return node
+
+
+def _seconds(text: object, default: float) -> float:
+    """An annotation's number of seconds (0 to one hour); ``default`` when absent or not one."""
+    try:
+        value = float(str(text))
+    except ValueError:
+        return default
+    return value if 0 <= value <= 3600 else default
 
 
 class KubeletFleet(Controller):
@@ -296,8 +308,10 @@ class KubeletFleet(Controller):
             return
         if phase == "Pending" and not (pod.get("status") or {}).get("startTime"):
             if ("start", namespace, name) not in self._timers:
+                delay = _seconds((meta.get("annotations") or {}).get(START_SECONDS_ANNOTATION),
+                                 state.spec.pod_start_seconds)
                 self._timers[("start", namespace, name)] = loop.call_later(
-                    state.spec.pod_start_seconds, self._start_pod, namespace, name, stored.uid)
+                    delay, self._start_pod, namespace, name, stored.uid)
 
     def _apply_node_fault(self, name: str) -> None:
         state = self.nodes[name]

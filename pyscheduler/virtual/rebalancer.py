@@ -78,12 +78,15 @@ from pyscheduler.kube.errors import (
 from pyscheduler.kube.tasks import cancel_and_wait
 from pyscheduler.virtual.types import Placement
 
-__all__ = ["Rebalancer", "move_record"]
+__all__ = ["RETRY_AFTER_ROLL_BACK_SECONDS", "Rebalancer", "move_record"]
 
 log = structlog.get_logger("pyscheduler.rebalancer")
 
 Obj = dict[str, Any]
 _TIME_FORMAT = "%Y-%m-%dT%H:%M:%SZ"
+#: A pod whose move was rolled back (its copy never became Ready) is not tried again for this
+#: long: a copy that cannot start would otherwise be made and deleted on every sweep.
+RETRY_AFTER_ROLL_BACK_SECONDS = 300.0
 
 
 def move_record(obj: Mapping[str, Any]) -> dict[str, Any] | None:
@@ -129,6 +132,7 @@ class Rebalancer:
         self.moving: dict[str, str] = {}  # virtual pod uid -> reservation uid
         self._evicted: dict[str, set[str]] = {}  # evicted pod uid -> its controller uids
         self._targets: dict[str, str] = {}  # evicted pod uid -> the real node reserved for it
+        self._rolled_back: dict[str, float] = {}  # pod uid -> when its move was rolled back
         self._poke = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self._moves: set[asyncio.Task[None]] = set()
@@ -153,6 +157,7 @@ class Rebalancer:
 
     def pod_gone(self, uid: str) -> None:
         self.virtual_pods.pop(uid, None)
+        self._rolled_back.pop(uid, None)
 
     def capacity_freed(self) -> None:
         """Capacity may have freed up: sweep soon."""
@@ -248,6 +253,10 @@ class Rebalancer:
                 continue
             if (meta.get("annotations") or {}).get(REBALANCE_ANNOTATION) == NEVER:
                 outcomes.append((key, "never"))
+                continue
+            if self.clock() - self._rolled_back.get(uid, -RETRY_AFTER_ROLL_BACK_SECONDS) < \
+                    RETRY_AFTER_ROLL_BACK_SECONDS:
+                outcomes.append((key, "rolled-back"))
                 continue
             if self.clock() - self._since(obj) < s.min_cloud_seconds:
                 outcomes.append((key, "too-recent"))
@@ -363,16 +372,19 @@ class Rebalancer:
 
     async def _current(self, obj: Obj) -> Obj | None:
         """The pod as the API server has it now, if it is still the same pod, on its virtual
-        node, and not being deleted; None otherwise."""
+        node, and not being deleted; None otherwise (and the pod is forgotten: what the watch
+        still showed of it was out of date)."""
         meta = obj["metadata"]
         try:
             current = await self.placement.client.get(
                 self._pod_path(meta["namespace"], meta["name"]))
         except NotFoundError:
-            return None
-        cmeta = current.get("metadata") or {}
-        if cmeta.get("uid") != meta.get("uid") or cmeta.get("deletionTimestamp") or \
+            current = None
+        cmeta = (current or {}).get("metadata") or {}
+        if current is None or cmeta.get("uid") != meta.get("uid") or \
+                cmeta.get("deletionTimestamp") or \
                 (current.get("spec") or {}).get("nodeName") != obj["spec"].get("nodeName"):
+            self.virtual_pods.pop(str(meta.get("uid")), None)
             return None
         return current
 
@@ -463,6 +475,7 @@ class Rebalancer:
 
     async def _roll_back(self, obj: Obj, copy_name: str, why: str) -> None:
         meta = obj["metadata"]
+        self._rolled_back[str(meta["uid"])] = self.clock()
         try:
             await self.placement.client.delete(self._pod_path(meta["namespace"], copy_name))
         except NotFoundError:
