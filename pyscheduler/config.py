@@ -51,6 +51,7 @@ import yaml
 from yaml.constructor import ConstructorError
 
 from pyscheduler.api import names
+from pyscheduler.api.validation import validate_labels
 
 __all__ = [
     "ASSUMED_POD_TTL_SECONDS",
@@ -263,6 +264,9 @@ class VirtualPool:
     name: str
     platform: str
     max_pods: int | None = None
+    #: Labels of the pool's virtual node besides pyscheduler's own: where the pool is
+    #: (``topology.kubernetes.io/region``, ``.../zone``), which spread and affinity rules read.
+    labels: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -527,7 +531,13 @@ _REBALANCER_FIELDS: Final = ("enabled", "intervalSeconds", "minCloudSeconds",
 _VIRTUAL_FIELDS: Final = ("enabled", "cloudUrl", "cloudToken", "cloudTimeoutSeconds", "pools",
                           "heartbeatSeconds", "refreshSeconds", "notReadyAfterSeconds",
                           "orphanGraceSeconds", "reconcileSeconds")
-_POOL_FIELDS: Final = ("name", "platform", "maxPods")
+_POOL_FIELDS: Final = ("name", "platform", "maxPods", "labels")
+#: Labels every virtual node carries, set by pyscheduler: a pool's ``labels`` may not set them.
+RESERVED_POOL_LABELS: Final = frozenset({
+    names.TYPE_LABEL, names.ROLE_LABEL, "kubernetes.io/hostname", names.PLATFORM_LABEL,
+    names.POOL_LABEL, "kubernetes.io/os", "beta.kubernetes.io/os",
+    "node.kubernetes.io/exclude-from-external-load-balancers",
+    "alpha.service-controller.exclude-balancer"})
 _FRAGMENTS_FIELDS: Final = ("runtime", "fuel", "timeoutMilliseconds", "memoryMiB",
                              "maxTimeoutMilliseconds", "logLinesPerSecond", "logBurst",
                              "quarantineAfterFailures", "quarantineSeconds", "callThreadNice",
@@ -854,7 +864,19 @@ class _Parser:
                 self.fail(_join(ppath, "maxPods"),
                           f"must be a non-negative integer or null, got {render_value(max_pods)}")
                 max_pods = None
-            pools.append(VirtualPool(name, str(platform), max_pods))
+            labels = entry.get("labels") or {}
+            problems = validate_labels(labels, _join(ppath, "labels"))
+            for problem in problems:
+                self.fail(problem.field, problem.body)
+            for key in sorted(set(labels) & RESERVED_POOL_LABELS if isinstance(
+                    labels, Mapping) else ()):
+                self.fail(_join(_join(ppath, "labels"), key),
+                          "is set by pyscheduler on every virtual node and cannot be given")
+            if problems or not isinstance(labels, Mapping):
+                labels = {}
+            pools.append(VirtualPool(name, str(platform), max_pods, tuple(sorted(
+                (str(k), str(v)) for k, v in labels.items()
+                if k not in RESERVED_POOL_LABELS))))
         if enabled and not pools:
             self.fail(_join(path, "pools"), "needs at least one pool when enabled")
         return VirtualNodesConfig(
@@ -1107,7 +1129,8 @@ def dump_config(config: SchedulerConfig, *, include_identity: bool = False) -> d
             "cloudUrl": config.virtual_nodes.cloud_url,
             "cloudToken": config.virtual_nodes.cloud_token,
             "cloudTimeoutSeconds": _number(config.virtual_nodes.cloud_timeout_seconds),
-            "pools": [{"name": p.name, "platform": p.platform, "maxPods": p.max_pods}
+            "pools": [{"name": p.name, "platform": p.platform, "maxPods": p.max_pods,
+                       "labels": dict(p.labels)}
                       for p in config.virtual_nodes.pools],
             "heartbeatSeconds": _number(config.virtual_nodes.heartbeat_seconds),
             "refreshSeconds": _number(config.virtual_nodes.refresh_seconds),

@@ -94,7 +94,7 @@ class SchedulerApp:
 
         self.cloud = HttpCloudAdapter(vn.cloud_url, token=vn.cloud_token,
                                       timeout=vn.cloud_timeout_seconds, metrics_hook=observe)
-        pools = [PoolConfig(p.name, p.platform, p.max_pods) for p in vn.pools]
+        pools = [PoolConfig(p.name, p.platform, p.max_pods, p.labels) for p in vn.pools]
         self.virtual_nodes = VirtualNodeManager(
             self.client, self.cloud, pools, heartbeat_seconds=vn.heartbeat_seconds,
             refresh_seconds=vn.refresh_seconds,

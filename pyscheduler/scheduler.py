@@ -369,8 +369,7 @@ class Scheduler:
         assert self.metrics is not None
         current = {("relists", i.name): i.relists for i in self.informers}
         current.update({("reconnects", i.name): i.reconnects for i in self.informers})
-        current[("events_dropped", "")] = (self.recorder.dropped_rate_limited
-                                           + self.recorder.dropped_queue_full)
+        current[("events_dropped", "")] = self.recorder.dropped_queue_full + self.recorder.failed
         for key, value in current.items():
             delta = value - self._exported.get(key, 0)
             if delta <= 0:
@@ -470,7 +469,10 @@ class Scheduler:
         pod = entry.pod
         wants_explain = pod.annotations.get(EXPLAIN_ANNOTATION) == "true"
         sample = self.metrics is not None and self.metrics.should_record_plugin_metrics()
-        result = self.pipeline.schedule(ctx, active, explain=wants_explain, sample=sample)
+        # With cloud pools, why no real node fits is worked out only if no pool fits either.
+        bursts = self.burst_pipeline is not None
+        result = self.pipeline.schedule(ctx, active, explain=wants_explain, sample=sample,
+                                        diagnose=not bursts)
         if steer is not None and result.node is not None and result.node != steer:
             result = steered(result, self.cache.table.slots, steer)
         for shadow in selection.shadows:
@@ -481,15 +483,20 @@ class Scheduler:
         decision = explain(result, names) if wants_explain else None
         message = ""
         if result.node is None:
-            message = result.filtered.diagnose().message()
             burst = self._burst_pass(ctx, active, wants_explain)
-            if burst is not None:
+            if burst is not None and burst.node is not None:
                 if decision is not None:
                     decision = {**explain(burst, names), "pass": "burst",
                                 "realNodes": decision}
-                if burst.node is not None:
-                    result = burst
-                else:
+                result = burst
+            else:
+                if not result.diagnosed:
+                    result = self.pipeline.schedule(ctx, active, sample=sample)
+                message = result.filtered.diagnose().message()
+                if burst is not None:
+                    if decision is not None:
+                        decision = {**explain(burst, names), "pass": "burst",
+                                    "realNodes": decision}
                     burst_message = burst.filtered.diagnose().message().replace(
                         "nodes are available", "cloud pools are available", 1)
                     message = f"{message} Burst: {burst_message}"

@@ -202,6 +202,9 @@ class ScheduleResult:
     score_seconds: float = 0.0
     # (extension point, plugin) -> seconds, when the attempt was sampled for plugin metrics
     plugin_seconds: dict[tuple[str, str], float] | None = None
+    # False when nothing fit and the filters' reasons were not worked out (schedule's
+    # diagnose=False): ``filtered`` then says only that no node is feasible.
+    diagnosed: bool = True
 
 
 def nodes_to_score(n: int, percentage: int) -> int:
@@ -276,6 +279,12 @@ class Pipeline:
         ``score_row``) answer a handful of rows without array operations, whose fixed cost
         would dominate; the others run vectorized over a view of just those rows."""
         table = ctx.table
+        # Rows that are no candidates of this pass (virtual rows in the first, real ones in
+        # the burst pass) are masked out by _builtin_feasible: not worth an answer. A row that
+        # changes side changes, and is recomputed then.
+        rows = rows[ctx.nodes()[rows]]
+        if not len(rows):
+            return
         scalar = len(rows) <= self.SCALAR_ROWS
         array_filters = [p for p in self._rl_filters
                          if not (scalar and hasattr(p, "filter_row"))]
@@ -457,8 +466,11 @@ class Pipeline:
         return limited
 
     def schedule(self, ctx: CycleContext, override: StageOverride | None = None, *,
-                 explain: bool = False, sample: bool = False) -> ScheduleResult:
-        """One attempt. ``sample`` also times every plugin (for plugin metrics)."""
+                 explain: bool = False, sample: bool = False,
+                 diagnose: bool = True) -> ScheduleResult:
+        """One attempt. ``sample`` also times every plugin (for plugin metrics). With
+        ``diagnose`` False, an attempt that finds no node on the fast path says so without
+        working out why (a second, full run would): the caller may not need to know."""
         if override is not None and override.evaluate is not None:
             raise ValueError(f"stage override {override.name} runs off the scheduling loop: "
                              "schedule with what its evaluate() resolves to")
@@ -469,6 +481,10 @@ class Pipeline:
             fast = self._incremental(ctx, override)
             if fast is not None:
                 return fast
+            if not diagnose:
+                nodes = ctx.nodes()
+                return ScheduleResult(None, -1, FilterOutcome(np.zeros(len(nodes), np.bool_),
+                                                              nodes), diagnosed=False)
         timings: dict[tuple[str, str], float] | None = {} if sample else None
         t0 = time.perf_counter()
         filtered = self.filter(ctx, override, timings)

@@ -49,3 +49,11 @@ class InstanceLimits:
                                   f"{memory} bytes of memory", small_memory, True))
         passed = ~(unknown | small_cpu | small_memory)
         return FilterResult(np.asarray(passed, np.bool_), [r for r in reasons if r.failed.any()])
+
+    def filter_row(self, ctx: CycleContext, slot: int) -> bool:
+        """:meth:`filter`'s verdict for one row (the pipeline's incremental path)."""
+        if not ctx.virtual_pass or not ctx.table.virtual[slot]:
+            return True
+        cpu, memory = ctx.table.max_instance[slot].tolist()
+        return bool(cpu and memory and ctx.pod.requests.get("cpu", 0) <= cpu
+                    and ctx.pod.requests.get("memory", 0) <= memory)

@@ -57,3 +57,14 @@ class PoolOrder:
     def score(self, ctx: CycleContext, feasible: BoolArray) -> IntArray:
         _, scores = self._mask_and_scores(ctx)
         return scores
+
+    def filter_row(self, ctx: CycleContext, slot: int) -> bool:
+        """:meth:`filter`'s verdict for one row (the pipeline's incremental path)."""
+        table = ctx.table
+        return not (ctx.virtual_pass and table.virtual[slot]
+                    and table.names[slot] not in self._rank)
+
+    def score_row(self, ctx: CycleContext, slot: int) -> int:
+        """:meth:`score` for one row."""
+        table = ctx.table
+        return self._rank.get(table.names[slot], 0) if table.virtual[slot] else 0

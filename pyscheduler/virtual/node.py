@@ -113,6 +113,8 @@ class PoolConfig:
     name: str
     platform: str
     max_pods: int | None = None
+    #: More labels for the virtual node (where the pool is: region, zone); never ours.
+    labels: tuple[tuple[str, str], ...] = ()
 
     def __post_init__(self) -> None:
         if not _POOL_NAME.match(self.name):
@@ -166,6 +168,7 @@ def _conditions(ready: bool, message: str, heartbeat: str, transition: str,
 
 def _labels(pool: PoolConfig) -> dict[str, str]:
     return {
+        **dict(pool.labels),
         TYPE_LABEL: TYPE_VIRTUAL_KUBELET,
         ROLE_LABEL: ROLE_AGENT,
         LABEL_HOSTNAME: pool.node_name,

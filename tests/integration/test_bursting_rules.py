@@ -1,6 +1,7 @@
 """Bursting keeps the rules a real node keeps, from the first pod on: pods already pending when
 the scheduler starts wait for the pools' per-instance limits instead of being sent where the
-cloud refuses them; a pod whose hard constraints no pool meets stays unschedulable, saying why;
+cloud refuses them; a pod whose hard constraints no pool meets stays unschedulable, saying why,
+and one whose rule only a pool's own labels meet goes to that pool;
 ``wssp/decision`` explains a burst; a pod that may use one pool only gets no copy for a "next
 pool" it may not use."""
 
@@ -60,13 +61,22 @@ def test_burst_rules_hold_from_the_first_pod(tmp_path: Path) -> None:
             "whenUnsatisfiable": "DoNotSchedule",
             "labelSelector": {"matchLabels": {"app": "spread"}}}])
         core.create_namespaced_pod("default", spread)
+        # The same rule on a key one pool's labels give its virtual node: that pool only.
+        zoned = pod("zoned", labels={"app": "zoned"}, topologySpreadConstraints=[{
+            "maxSkew": 1, "topologyKey": "topology.kubernetes.io/zone",
+            "whenUnsatisfiable": "DoNotSchedule",
+            "labelSelector": {"matchLabels": {"app": "zoned"}}}])
+        core.create_namespaced_pod("default", zoned)
         s = SchedulerThread(sim.kubeconfig, schedulerName=NAME,
                             leaderElection={"enabled": False}, scheduleFragment=None,
                             podInitialBackoffSeconds=0.2, podMaxBackoffSeconds=1,
                             virtualNodes={"enabled": True, "cloudUrl": cloud.url,
                                           "heartbeatSeconds": 0.5, "reconcileSeconds": 0.5,
                                           "pools": [{"name": "aci", "platform": "azure"},
-                                                    {"name": "eci", "platform": "alibaba"}]},
+                                                    {"name": "eci", "platform": "alibaba",
+                                                     "labels": {
+                                                         "topology.kubernetes.io/zone": "z1"}}
+                                                    ]},
                             rebalancer={"enabled": False}).start()
         try:
             wait_for(lambda: core.read_namespaced_pod("fill", "default").spec.node_name,
@@ -89,6 +99,12 @@ def test_burst_rules_hold_from_the_first_pod(tmp_path: Path) -> None:
             assert "node(s) didn't match pod topology spread constraints (missing required " \
                    "label)" in wait_for(lambda: unschedulable(core, "spread"), timeout=10,
                                         what="spread's message").split("Burst:")[1]
+            assert wait_for(lambda: core.read_namespaced_pod("zoned", "default").spec.node_name,
+                            timeout=20, what="zoned to burst") == "wssp-virtual-eci"
+            eci = core.read_node("wssp-virtual-eci").metadata.labels
+            assert eci["topology.kubernetes.io/zone"] == "z1" and eci["type"] == "virtual-kubelet"
+            assert "topology.kubernetes.io/zone" not in core.read_node(
+                "wssp-virtual-aci").metadata.labels
 
             # A burst explained: the decision says which pass chose the pool, and why the
             # real nodes did not fit.

@@ -661,9 +661,38 @@ def test_fragment_sections_round_trip() -> None:
         {"name": "aci", "platform": "azure", "maxPods": -1}]}},
         "virtualNodes.pools[0].maxPods: must be a non-negative integer or null, got -1",
         id="negative cap"),
+    pytest.param({"virtualNodes": {"cloudUrl": "http://x", "pools": [
+        {"name": "aci", "platform": "azure", "labels": {"type": "gpu"}}]}},
+        "virtualNodes.pools[0].labels.type: is set by pyscheduler on every virtual node and "
+        "cannot be given", id="a reserved label"),
+    pytest.param({"virtualNodes": {"cloudUrl": "http://x", "pools": [
+        {"name": "aci", "platform": "azure",
+         "labels": {"topology.kubernetes.io/zone": "west 1"}}]}},
+        'virtualNodes.pools[0].labels: Invalid value: "west 1": a valid label must be an empty '
+        "string or consist of alphanumeric characters, '-', '_' or '.', and must start and end "
+        "with an alphanumeric character (e.g. 'MyValue',  or 'my_value',  or '12345', regex "
+        "used for validation is '(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?')",
+        id="a bad label value"),
+    pytest.param({"virtualNodes": {"cloudUrl": "http://x", "pools": [
+        {"name": "aci", "platform": "azure", "labels": ["zone"]}]}},
+        'virtualNodes.pools[0].labels: Invalid value: []string{"zone"}: must be an object',
+        id="labels not a mapping"),
     pytest.param({"rebalancer": {"maxMovesPerCycle": 0}},
                  "rebalancer.maxMovesPerCycle: must be an integer between 1 and 10000, got 0",
                  id="no moves"),
 ])
 def test_virtual_node_sections_reject_bad_values(document: object, message: str) -> None:
     assert error_of(document) == f"{SRC}: {message}"
+
+
+def test_pool_labels_round_trip() -> None:
+    config = parse_config({"virtualNodes": {"cloudUrl": "http://x", "pools": [
+        {"name": "aci", "platform": "azure",
+         "labels": {"topology.kubernetes.io/zone": "westeurope-1",
+                    "topology.kubernetes.io/region": "westeurope"}},
+        {"name": "eci", "platform": "alibaba"}]}}, "x")
+    aci, eci = config.virtual_nodes.pools
+    assert aci.labels == (("topology.kubernetes.io/region", "westeurope"),
+                          ("topology.kubernetes.io/zone", "westeurope-1"))
+    assert eci.labels == ()
+    assert parse_config(dump_config(config), "x").virtual_nodes == config.virtual_nodes
