@@ -172,6 +172,15 @@ class SchedulerThread:
             self.thread.join(10)
 
 
+def install_crd(kubeconfig: Path | str) -> None:
+    """Install the WsspSchedulerConfiguration CRD through the official client."""
+    import yaml
+
+    from pyscheduler.wasm.resource import CRD_PATH
+    api = client.ApiextensionsV1Api(config.new_client_from_config(config_file=str(kubeconfig)))
+    api.create_custom_resource_definition(yaml.safe_load(CRD_PATH.read_text()))
+
+
 def free_port() -> int:
     import socket
 

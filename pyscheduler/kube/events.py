@@ -118,6 +118,12 @@ class TokenBucket:
             return True
         return False
 
+    def wait_time(self) -> float:
+        """Seconds until :meth:`try_take` can next succeed (0 if it can now)."""
+        now = self._clock()
+        tokens = min(float(self.burst), self._tokens + (now - self._at) * self.rate)
+        return max(0.0, (1.0 - tokens) / self.rate)
+
 
 @dataclass(eq=False)
 class _Series:
@@ -148,8 +154,10 @@ class EventRecorder:
     """Record Events about objects (pods) without blocking the caller.
 
     ``reporting_controller`` is the scheduler name, ``reporting_instance`` this process's identity
-    (e.g. the leader-election identity). ``clock`` (monotonic
-    seconds) drives aggregation windows and the rate limit; ``wall_clock`` stamps the events.
+    (e.g. the leader-election identity). ``qps``/``burst`` pace the creates (events wait their
+    turn; only more than ``max_queue`` waiting drops new ones, as client-go's broadcaster does).
+    ``clock`` (monotonic seconds) drives aggregation windows and the pacing; ``wall_clock``
+    stamps the events.
     Call :meth:`start` on the loop, and :meth:`stop` on shutdown.
     """
 
@@ -188,7 +196,6 @@ class EventRecorder:
         self.created = 0
         self.series_updates = 0
         self.aggregated = 0
-        self.dropped_rate_limited = 0
         self.dropped_queue_full = 0
         self.failed = 0
 
@@ -231,9 +238,6 @@ class EventRecorder:
             return
         if len(self._queue) >= self.max_queue:
             self.dropped_queue_full += 1
-            return
-        if not self._bucket.try_take():
-            self.dropped_rate_limited += 1
             return
         wall = self._wall_clock()
         namespace = str(ref.get("namespace") or "default")
@@ -336,7 +340,13 @@ class EventRecorder:
 
     async def _write_pending(self) -> float | None:
         """Create queued events, write due series; return when the next series write is due."""
+        paced_until: float | None = None
         while self._queue:
+            # Creates are paced by the rate limit (like a client's QPS), never dropped by it:
+            # only a full queue drops events.
+            if not self._bucket.try_take():
+                paced_until = self._clock() + self._bucket.wait_time()
+                break
             series = self._queue.popleft()
             series.queued = False
             await self._create(series)
@@ -362,6 +372,8 @@ class EventRecorder:
             else:
                 next_due = due if next_due is None else min(next_due, due)
         self._prune(now)
+        if paced_until is not None:
+            next_due = paced_until if next_due is None else min(next_due, paced_until)
         return next_due
 
     def _prune(self, now: float) -> None:

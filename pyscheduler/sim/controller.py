@@ -15,6 +15,7 @@ from typing import Any
 
 import structlog
 
+from pyscheduler.kube.tasks import cancel_and_wait
 from pyscheduler.sim import errors
 from pyscheduler.sim.registry import Registry
 from pyscheduler.sim.resources import ResourceType
@@ -59,13 +60,10 @@ class Controller:
     async def stop(self) -> None:
         if self.on_change in self.registry.listeners:
             self.registry.listeners.remove(self.on_change)
-        if self._task is not None:
-            self._task.cancel()
-            try:
-                await self._task
-            except asyncio.CancelledError:
-                pass
-            self._task = None
+        # cancel_and_wait cancels again until the task has ended: before Python 3.12, the
+        # wait_for in _run swallows a cancellation that lands as its event is set.
+        task, self._task = self._task, None
+        await cancel_and_wait(task)
 
     async def _run(self) -> None:
         loop = asyncio.get_running_loop()

@@ -14,6 +14,7 @@ thread-safe way to touch it directly.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import threading
 from collections.abc import Callable
 from pathlib import Path
@@ -52,10 +53,28 @@ class BackgroundCluster:
         return self
 
     def __exit__(self, *exc: object) -> None:
-        asyncio.run_coroutine_threadsafe(self.cluster.stop(), self.loop).result(30)
+        stopping = asyncio.run_coroutine_threadsafe(self.cluster.stop(), self.loop)
+        try:
+            stopping.result(30)
+        except concurrent.futures.TimeoutError:  # not the builtin TimeoutError before 3.11
+            raise TimeoutError("the embedded cluster did not stop within 30 s; its tasks:\n"
+                               + self._task_stacks()) from None
         self.loop.call_soon_threadsafe(self.loop.stop)
         self._thread.join(10)
         self.loop.close()
+
+    def _task_stacks(self) -> str:
+        async def stacks() -> str:
+            out = []
+            for task in asyncio.all_tasks():
+                frames = task.get_stack(limit=8)
+                where = " <- ".join(f"{f.f_code.co_name}:{f.f_lineno}" for f in reversed(frames))
+                out.append(f"  {task.get_name()}: {where}")
+            return "\n".join(out)
+        try:
+            return asyncio.run_coroutine_threadsafe(stacks(), self.loop).result(5)
+        except Exception as exc:  # the loop itself is stuck
+            return f"  (cannot list them: the loop does not answer: {exc!r})"
 
     @property
     def url(self) -> str:

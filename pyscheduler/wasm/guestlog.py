@@ -24,6 +24,8 @@ from typing import Any
 
 import structlog
 
+from pyscheduler.kube.events import TokenBucket
+
 __all__ = ["MAX_CHARS", "GuestLog", "escape_controls"]
 
 log = structlog.get_logger("pyscheduler.wasm")
@@ -56,8 +58,7 @@ class GuestLog:
         self.on_dropped = on_dropped
         self.clock = clock
         self.logger = logger if logger is not None else log
-        self._tokens = float(burst)
-        self._stamp = clock()
+        self._bucket = TokenBucket(rate=rate, burst=burst, clock=clock)
         self._lock = threading.Lock()
         self.written = 0
         self.dropped = 0
@@ -66,14 +67,10 @@ class GuestLog:
     def _take(self) -> tuple[bool, int]:
         """(whether a line may be written now, lines dropped before it to report)."""
         with self._lock:
-            now = self.clock()
-            self._tokens = min(self.burst, self._tokens + (now - self._stamp) * self.rate)
-            self._stamp = now
-            if self._tokens < 1.0:
+            if not self._bucket.try_take():
                 self.dropped += 1
                 self._unreported += 1
                 return False, 0
-            self._tokens -= 1.0
             self.written += 1
             reported, self._unreported = self._unreported, 0
             return True, reported

@@ -10,15 +10,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 from kubernetes import client, config
 
 from pyscheduler.api.quantity import milli_value
 from pyscheduler.sim.cluster import ClusterSpec, PoolSpec
 from pyscheduler.sim.harness import BackgroundCluster
 from pyscheduler.virtual.node import PoolConfig, virtual_node
-from pyscheduler.wasm.resource import CRD_PATH, GROUP, PLURAL, VERSION
-from tests.conftest import SchedulerThread, wait_for
+from pyscheduler.wasm.resource import GROUP, PLURAL, VERSION
+from tests.conftest import SchedulerThread, install_crd, wait_for
 from tests.integration.test_fragments import uniform_wat, wat_bytes
 
 pytest.importorskip("wasmtime")
@@ -32,9 +31,7 @@ def sim(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BackgroundCluster]
     spec = ClusterSpec(pools=[PoolSpec(name="node", count=4, cpu="4", memory="8Gi")],
                        pod_start_seconds=0.05, lease_renew_seconds=5)
     with BackgroundCluster(spec, tmp_path_factory.mktemp("invariants")) as c:
-        api = client.ApiextensionsV1Api(config.new_client_from_config(
-            config_file=str(c.kubeconfig)))
-        api.create_custom_resource_definition(yaml.safe_load(CRD_PATH.read_text()))
+        install_crd(c.kubeconfig)
         yield c
 
 

@@ -19,15 +19,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 from kubernetes import client, config
 
 from pyscheduler.framework.interface import CycleContext, FilterResult
 from pyscheduler.framework.pipeline import Pipeline, Profile
 from pyscheduler.sim.cluster import ClusterSpec, PoolSpec
 from pyscheduler.sim.harness import BackgroundCluster
-from pyscheduler.wasm.resource import CRD_PATH, GROUP, PLURAL, VERSION
-from tests.conftest import SchedulerThread, wait_for
+from pyscheduler.wasm.resource import GROUP, PLURAL, VERSION
+from tests.conftest import SchedulerThread, install_crd, wait_for
 from tests.integration.test_fragments import uniform_wat, wat_bytes
 
 pytest.importorskip("wasmtime")
@@ -42,9 +41,7 @@ def sim(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BackgroundCluster]
     spec = ClusterSpec(pools=[PoolSpec(name="node", count=3, cpu="8", memory="16Gi")],
                        pod_start_seconds=0.05, lease_renew_seconds=5)
     with BackgroundCluster(spec, tmp_path_factory.mktemp("steady")) as c:
-        api = client.ApiextensionsV1Api(config.new_client_from_config(
-            config_file=str(c.kubeconfig)))
-        api.create_custom_resource_definition(yaml.safe_load(CRD_PATH.read_text()))
+        install_crd(c.kubeconfig)
         yield c
 
 
@@ -453,9 +450,7 @@ def test_a_missing_crd_is_reported_once_and_picked_up_when_installed(
             assert text.count("WsspSchedulerConfiguration CRD not installed") == 1
             assert "kubectl apply -f manifests/crd-wsspschedulerconfiguration.yaml" in text
             assert "404" not in text
-            api = client.ApiextensionsV1Api(config.new_client_from_config(
-                config_file=str(bare.kubeconfig)))
-            api.create_custom_resource_definition(yaml.safe_load(CRD_PATH.read_text()))
+            install_crd(bare.kubeconfig)
             wait_for(lambda: s.call(lambda: s.app.fragments.crd_installed), timeout=15,
                      what="the CRD to be noticed")
             watched = s.call(lambda: s.app.supervisor.watched)

@@ -92,6 +92,11 @@ def test_token_bucket() -> None:
     assert sum(bucket.try_take() for _ in range(150)) == 25
     now[0] += 100.0
     assert sum(bucket.try_take() for _ in range(150)) == 100  # never more than the burst
+    assert bucket.wait_time() == pytest.approx(1 / 25)  # empty: the next token in 40 ms
+    now[0] += 0.02
+    assert bucket.wait_time() == pytest.approx(0.02) and not bucket.try_take()
+    now[0] += 0.0201
+    assert bucket.wait_time() == 0 and bucket.try_take()
 
 
 def test_object_key_and_reference() -> None:
