@@ -28,7 +28,7 @@ from pyscheduler.wasm.fragment import Fragment
 from pyscheduler.wasm.resource import API_VERSION, KIND
 from pyscheduler.wasm.vm import Limits
 
-__all__ = ["PodReport", "format_reports", "load_nodes", "load_pods", "resource_body",
+__all__ = ["VIRTUAL_NODE_REASON", "PodReport", "format_reports", "load_nodes", "load_pods", "resource_body",
            "what_if"]
 
 Obj = dict[str, Any]
@@ -77,6 +77,10 @@ class PodReport:
     nodes: dict[str, tuple[bool, str, int | None, int | None]]
 
 
+#: What the what-if says of a virtual node (a cloud pool's): it is not a candidate here.
+VIRTUAL_NODE_REASON = "a cloud pool's virtual node: used only when no real node fits (not tried here)"
+
+
 def what_if(wasm: bytes, nodes: Sequence[Obj], pods: Sequence[Obj], *,
             config: Mapping[str, Any] | None = None, filter_mode: str | None = "replace",
             score_mode: str | None = "replace", weight: int = 1, runtime: str = "wasmtime",
@@ -114,9 +118,14 @@ def what_if(wasm: bytes, nodes: Sequence[Obj], pods: Sequence[Obj], *,
                 for row in np.flatnonzero(reason.failed[:n]).tolist():
                     failed.setdefault(row, reason.message)
         fragment_scores = (result.per_plugin or {}).get("fragment")
-        per_node = {}
+        per_node: dict[str, tuple[bool, str, int | None, int | None]] = {}
         for row in range(n):
             if not table.valid[row]:
+                continue
+            if table.virtual[row]:
+                # The scheduler looks at a cloud pool's virtual node only in the burst pass,
+                # when no real node fits; this what-if places pods on real nodes.
+                per_node[table.names[row]] = (False, VIRTUAL_NODE_REASON, None, None)
                 continue
             feasible = bool(result.filtered.feasible[row])
             per_node[table.names[row]] = (
