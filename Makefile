@@ -7,10 +7,11 @@ STAMP := $(VENV)/.installed-stamp
 .PHONY: venv test typecheck lint-imports unit demo bench bench-apiserver bench-scheduler \
 	bench-fragments bench-bursting bench-fairness fragments toolchain test-wasmer clean image wheel
 
-$(STAMP): setup.cfg pyproject.toml
+$(STAMP): setup.cfg pyproject.toml sim/pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --disable-pip-version-check --upgrade pip
 	$(PY) -m pip install -q --disable-pip-version-check -e '.[test,fast]'
+	$(PY) -m pip install -q --disable-pip-version-check -e ./sim
 	touch $(STAMP)
 
 venv: $(STAMP)

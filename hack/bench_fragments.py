@@ -161,8 +161,8 @@ def run_swap(pods: int) -> dict[str, Any]:
     from kubernetes import client, config
 
     sys.path.insert(0, str(ROOT / "tests"))
-    from pyscheduler.sim.cluster import ClusterSpec, PoolSpec
-    from pyscheduler.sim.harness import BackgroundCluster
+    from pyscheduler_sim.cluster import ClusterSpec, PoolSpec
+    from pyscheduler_sim.harness import BackgroundCluster
     from pyscheduler.wasm.resource import CRD_PATH, GROUP, PLURAL, VERSION
     from tests.conftest import SchedulerThread, wait_for
     from tests.integration.test_fragments import make_pod, publish, status, uniform_wat, wat_bytes

@@ -1,7 +1,7 @@
 """pyscheduler: a standalone Kubernetes scheduler.
 
 Pods opt in with ``spec.schedulerName: pyscheduler``. The package also ships an embedded
-Kubernetes API server and simulated cluster (:mod:`pyscheduler.sim`) used to try scheduling
+Kubernetes API server and simulated cluster (:mod:`pyscheduler_sim`) used to try scheduling
 logic locally and to test the scheduler against real clients.
 """
 

@@ -40,88 +40,6 @@ __all__ = ["main"]
 log = structlog.get_logger("pyscheduler.cli")
 
 
-def write_scheduler_config(path: Path, cloud_url: str | None = None,
-                           pools: list[tuple[str, str]] | None = None) -> None:
-    """A ready configuration for the embedded cluster (``pyscheduler run --config``); with a
-    cloud, virtual nodes for its pools (in the given order)."""
-    import yaml
-
-    from pyscheduler.config import dump_config, parse_config
-
-    document: dict[str, Any] = {"metricsAddress": "127.0.0.1:10259"}
-    if cloud_url:
-        document["virtualNodes"] = {
-            "enabled": True, "cloudUrl": cloud_url,
-            "pools": [{"name": name, "platform": platform} for name, platform in pools or []]}
-    config = parse_config(document, "defaults")
-    path.write_text("# pyscheduler configuration for the embedded cluster\n"
-                    + yaml.safe_dump(dump_config(config), sort_keys=False))
-
-
-def _sim_up(args: argparse.Namespace) -> int:
-    from pyscheduler.sim.cluster import Cluster, ClusterConfigError, ClusterSpec, load_cluster_file
-
-    from pyscheduler.virtual.cloudsim import (
-        CloudConfigError,
-        CloudSimServer,
-        SimCloud,
-        default_pools,
-        parse_cloud,
-    )
-
-    try:
-        spec = load_cluster_file(args.cluster) if args.cluster else ClusterSpec.with_nodes(
-            args.nodes)
-        cloud_pools = default_pools()
-        if args.cluster:
-            import yaml
-            raw = yaml.safe_load(Path(args.cluster).read_text()) or {}
-            if "cloudPools" in raw:
-                cloud_pools = parse_cloud({"cloudPools": raw["cloudPools"]}, args.cluster)
-    except (ClusterConfigError, CloudConfigError) as exc:
-        print(f"pyscheduler sim up: {exc}", file=sys.stderr)
-        return 2
-    workdir = Path(args.workdir)
-    workdir.mkdir(parents=True, exist_ok=True)
-
-    async def run() -> int:
-        stop = stop_on_signals()
-        cluster = Cluster(spec, history=args.watch_history)
-        try:
-            await cluster.start(args.host, args.port)
-        except OSError as exc:
-            await cluster.stop()
-            print(f"pyscheduler sim up: cannot listen on {args.host}:{args.port}: "
-                  f"{exc.strerror or exc}", file=sys.stderr)
-            return 2
-        cloud = None
-        cloud_url = None
-        if not args.no_cloud:
-            cloud = CloudSimServer(SimCloud(cloud_pools), host=args.host)
-            cloud_url = await cloud.start()
-        kubeconfig = workdir / "kubeconfig"
-        cluster.write_kubeconfig(kubeconfig)
-        write_scheduler_config(workdir / "scheduler.yaml", cloud_url,
-                               [(p.name, p.platform) for p in cloud_pools])
-        nodes = sum(p.count for p in spec.pools)
-        print(f"embedded cluster listening on {cluster.url} with {nodes} nodes", flush=True)
-        if cloud_url:
-            print(f"  simulated cloud on {cloud_url}: pools "
-                  f"{', '.join(f'{p.name} ({p.platform})' for p in cloud_pools)}", flush=True)
-        print(f"  export KUBECONFIG={kubeconfig.resolve()}", flush=True)
-        print("  kubectl get nodes", flush=True)
-        print(f"  pyscheduler run --kubeconfig {kubeconfig} --config {workdir / 'scheduler.yaml'}",
-              flush=True)
-        await stop.wait()
-        log.info("stopping embedded cluster")
-        if cloud is not None:
-            await cloud.stop()
-        await cluster.stop()
-        return 0
-
-    return _run_loop(run())
-
-
 def _run(args: argparse.Namespace) -> int:
     from pyscheduler.config import ConfigError, load_config
 
@@ -159,7 +77,7 @@ def _run(args: argparse.Namespace) -> int:
         finally:
             await client.close()
 
-    return _run_loop(run())
+    return run_loop(run())
 
 
 def _fragment_build(args: argparse.Namespace) -> int:
@@ -327,7 +245,7 @@ def _fragment_publish(args: argparse.Namespace) -> int:
                 return 2
         print(f"{name} {verb}: {url} sha256 {digest}")
         return 0
-    return _run_loop(apply())
+    return run_loop(apply())
 
 
 def _fragment_list(args: argparse.Namespace) -> int:
@@ -352,16 +270,51 @@ def _fragment_list(args: argparse.Namespace) -> int:
         for r in rows:
             print("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip())
         return 0
-    return _run_loop(show())
+    return run_loop(show())
 
 
-def _run_loop(coro: Coroutine[Any, Any, int]) -> int:
+def run_loop(coro: Coroutine[Any, Any, int]) -> int:
     try:
         import uvloop
     except ImportError:
         return asyncio.run(coro)
     result: int = uvloop.run(coro)
     return result
+
+
+#: Entry-point group of packages that add commands: ``add_cli(subparsers, common)`` registers
+#: them (``common`` is the parent parser with the logging options).
+PLUGIN_GROUP = "pyscheduler.cli"
+#: Commands of the embedded cluster's package, offered with an install hint when it is absent.
+SIM_COMMANDS = {"sim": "the embedded cluster", "cloud-sim": "the simulated cloud"}
+SIM_INSTALL_HINT = ("it comes with the embedded cluster, a package of its own: "
+                    "pip install ./sim from a checkout of pyscheduler, or "
+                    "pip install 'pyscheduler[sim]'")
+
+
+def _add_plugin_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser],
+                         common: argparse.ArgumentParser) -> None:
+    from importlib.metadata import entry_points
+
+    for ep in entry_points(group=PLUGIN_GROUP):
+        try:
+            add_cli = ep.load()
+        except ImportError as exc:
+            log.warning("a command package cannot be loaded", entry_point=ep.name,
+                        error=str(exc))
+            continue
+        add_cli(sub, common)
+    for name, what in SIM_COMMANDS.items():
+        if name not in sub.choices:
+            missing = sub.add_parser(name, help=f"{what} (not installed)", add_help=False,
+                                     parents=[common])
+            missing.add_argument("rest", nargs=argparse.REMAINDER)
+            missing.set_defaults(func=lambda args, name=name: _not_installed(name))
+
+
+def _not_installed(name: str) -> int:
+    print(f"pyscheduler {name}: not installed here: {SIM_INSTALL_HINT}", file=sys.stderr)
+    return 2
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -376,23 +329,6 @@ def build_parser() -> argparse.ArgumentParser:
                                      parents=[common])
     parser.set_defaults(log_level=None, log_format="auto")
     sub = parser.add_subparsers(dest="command", required=True)
-
-    sim = sub.add_parser("sim", help="the embedded cluster")
-    sim_sub = sim.add_subparsers(dest="sim_command", required=True)
-    up = sim_sub.add_parser("up", help="start the embedded cluster and run until interrupted",
-                            parents=[common])
-    up.add_argument("--workdir", required=True, help="directory for kubeconfig and state")
-    size = up.add_mutually_exclusive_group()
-    size.add_argument("--nodes", type=int, default=3,
-                      help="number of 4-CPU/32Gi/110-pod nodes (default 3)")
-    size.add_argument("--cluster", help="cluster file (YAML) describing node pools")
-    up.add_argument("--host", default="127.0.0.1")
-    up.add_argument("--port", type=int, default=0, help="port (default: any free port)")
-    up.add_argument("--watch-history", type=int, default=10000,
-                    help="events kept per resource for watches to resume from")
-    up.add_argument("--no-cloud", action="store_true",
-                    help="do not start the simulated cloud (no virtual nodes)")
-    up.set_defaults(func=_sim_up)
 
     run = sub.add_parser("run", help="run the scheduler against a cluster", parents=[common])
     run.add_argument("--kubeconfig", default=None,
@@ -451,8 +387,7 @@ def build_parser() -> argparse.ArgumentParser:
     flist.add_argument("--kubeconfig", default=None)
     flist.set_defaults(func=_fragment_list)
 
-    from pyscheduler.virtual.cloudsim import add_cli as add_cloud_sim_cli
-    add_cloud_sim_cli(sub)
+    _add_plugin_commands(sub, common)
 
     version = sub.add_parser("version", help="print the version")
     version.set_defaults(func=lambda args: print(__version__) or 0)

@@ -62,7 +62,7 @@ from prometheus_client.platform_collector import PlatformCollector
 from prometheus_client.process_collector import ProcessCollector
 
 from pyscheduler import __version__
-from pyscheduler.config import DEFAULT_SCHEDULER_NAME
+from pyscheduler.settings import DEFAULT_SCHEDULER_NAME
 
 __all__ = [
     "ALGORITHM_BUCKETS",

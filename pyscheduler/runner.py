@@ -27,7 +27,7 @@ from typing import Any
 
 import structlog
 
-from pyscheduler.config import SchedulerConfig
+from pyscheduler.settings import SchedulerConfig
 from pyscheduler.kube.client import KubeClient
 from pyscheduler.kube.errors import AlreadyExistsError, KubeError
 from pyscheduler.kube.leader import LeaderElector

@@ -48,7 +48,7 @@ from pyscheduler.api.names import (
     virtual_node_name,
 )
 from pyscheduler.api.labels import LabelSelector
-from pyscheduler.config import SchedulerConfig
+from pyscheduler.settings import SchedulerConfig
 from pyscheduler.framework.cache import Cache
 from pyscheduler.framework.interface import CycleContext
 from pyscheduler.framework.nodetable import BoolArray, NodeInfo, node_info

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from pyscheduler.config import SchedulerConfig
+from pyscheduler.settings import SchedulerConfig
 from pyscheduler.framework.interface import FilterPlugin, ScorePlugin
 from pyscheduler.framework.pipeline import Profile
 from pyscheduler.plugins.balanced_allocation import BalancedAllocation

@@ -35,7 +35,7 @@ Design
 
 The wire codecs (:func:`encode_request`, :func:`decode_request`, :func:`encode_instance`,
 :func:`decode_instance`, :func:`encode_capacity`, :func:`decode_capacity`) live here too; the
-simulated cloud (:mod:`pyscheduler.virtual.cloudsim`) uses the same ones, so the two cannot
+simulated cloud (:mod:`pyscheduler_sim.cloud`) uses the same ones, so the two cannot
 drift apart.
 """
 

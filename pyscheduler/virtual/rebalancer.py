@@ -66,7 +66,7 @@ from pyscheduler.api.names import (
     VIRTUAL_LABEL,
     VIRTUAL_NODE_PREFIX,
 )
-from pyscheduler.config import RebalancerConfig
+from pyscheduler.settings import RebalancerConfig
 from pyscheduler.framework.pod import PodInfo, PodSpecError, pod_info
 from pyscheduler.kube.errors import (
     AlreadyExistsError,

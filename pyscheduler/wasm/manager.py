@@ -63,7 +63,7 @@ import numpy as np
 import structlog
 
 from pyscheduler.api.names import FRAGMENT_ANNOTATION
-from pyscheduler.config import FragmentsConfig
+from pyscheduler.settings import FragmentsConfig
 from pyscheduler.framework.interface import CycleContext, FilterResult, Reason
 from pyscheduler.framework.nodetable import BoolArray, IntArray, NodeTable
 from pyscheduler.framework.pipeline import Selection, StageFailed, StageOverride, StageUnavailable

@@ -38,7 +38,7 @@ from types import MappingProxyType
 from typing import Any, Final
 from urllib.parse import urlsplit
 
-from pyscheduler.config import MAX_CALL_TIMEOUT_MILLISECONDS, is_int, render_value
+from pyscheduler.settings import MAX_CALL_TIMEOUT_MILLISECONDS, is_int, render_value
 
 __all__ = [
     "API_VERSION",

@@ -18,11 +18,12 @@ from typing import Any
 import numpy as np
 import yaml
 
-from pyscheduler.config import SchedulerConfig
+from pyscheduler.settings import SchedulerConfig
 from pyscheduler.framework.interface import CycleContext
 from pyscheduler.framework.nodetable import NodeTable, node_info
 from pyscheduler.framework.pipeline import Pipeline, StageOverride
 from pyscheduler.framework.pod import PodSpecError, pod_info
+from pyscheduler.nodepools import expand_pools, node_object, parse_node_pools
 from pyscheduler.plugins.registry import build_profile
 from pyscheduler.wasm.fragment import Fragment
 from pyscheduler.wasm.resource import API_VERSION, KIND
@@ -42,9 +43,8 @@ def load_nodes(path: Path) -> list[Obj]:
     """Node objects from a cluster file (``nodePools``) or from YAML Node/List documents."""
     docs = _documents(path)
     if len(docs) == 1 and isinstance(docs[0], Mapping) and "nodePools" in docs[0]:
-        from pyscheduler.sim.cluster import load_cluster_file
-        from pyscheduler.sim.kubelet import node_object
-        return [node_object(spec) for spec in load_cluster_file(str(path)).node_specs()]
+        pools = parse_node_pools(docs[0], str(path))  # NodePoolError is a ValueError
+        return [node_object(shape) for shape in expand_pools(pools)]
     return _objects(docs, "Node", path)
 
 

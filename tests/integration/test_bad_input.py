@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 import urllib3
 
-from pyscheduler.sim.harness import BackgroundCluster
+from pyscheduler_sim.harness import BackgroundCluster
 
 
 def request(cluster: BackgroundCluster, method: str, path: str, body: bytes | None = None,

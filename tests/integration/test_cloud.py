@@ -22,7 +22,7 @@ import pytest
 
 from pyscheduler.virtual import cloud as cloud_module
 from pyscheduler.virtual.cloud import HttpCloudAdapter
-from pyscheduler.virtual.cloudsim import (
+from pyscheduler_sim.cloud import (
     BackgroundCloudSim,
     CloudConfigError,
     PoolSpec,
@@ -619,7 +619,7 @@ def test_missing_cloud_file(tmp_path: Path) -> None:
 
 SERVE = """
 import argparse, sys
-from pyscheduler.virtual.cloudsim import add_cli
+from pyscheduler_sim.cloud import add_cli
 parser = argparse.ArgumentParser()
 add_cli(parser.add_subparsers(dest="command", required=True))
 args = parser.parse_args(sys.argv[1:])

@@ -9,8 +9,8 @@ import pytest
 from kubernetes import client, watch
 from kubernetes.client.rest import ApiException
 
-from pyscheduler.sim.cluster import ClusterSpec, PoolSpec
-from pyscheduler.sim.harness import BackgroundCluster
+from pyscheduler_sim.cluster import ClusterSpec, PoolSpec
+from pyscheduler_sim.harness import BackgroundCluster
 from tests.conftest import Http, wait_for
 
 

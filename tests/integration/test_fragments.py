@@ -14,8 +14,8 @@ import pytest
 import yaml
 from kubernetes import client, config
 
-from pyscheduler.sim.cluster import ClusterSpec, PoolSpec
-from pyscheduler.sim.harness import BackgroundCluster
+from pyscheduler_sim.cluster import ClusterSpec, PoolSpec
+from pyscheduler_sim.harness import BackgroundCluster
 from pyscheduler.wasm.resource import CRD_PATH, GROUP, PLURAL, VERSION
 from tests.conftest import SchedulerThread, wait_for
 

@@ -500,6 +500,49 @@ def test_the_wheel_holds_the_package_its_data_and_the_entry_point(
     assert re.search(r"^pyscheduler = pyscheduler\.cli:main$", entry_points, re.M)
 
 
+def test_the_wheel_of_the_repository_holds_no_simulator(tmp_path: Path) -> None:
+    """``make wheel`` (a wheel of the repository as it is) ships the scheduler only: the embedded
+    cluster and the simulated cloud are the package in sim/, with dependencies of their own."""
+    proc = subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps",
+                           "--disable-pip-version-check", "--wheel-dir", str(tmp_path),
+                           str(ROOT)], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, f"pip wheel failed:\n{proc.stdout}\n{proc.stderr}"
+    [built] = sorted(tmp_path.glob("pyscheduler-*.whl"))
+    with zipfile.ZipFile(built) as archive:
+        names = archive.namelist()
+        metadata = archive.read(next(n for n in names if n.endswith(".dist-info/METADATA")))
+    packages = {n.split("/")[0] for n in names if not n.split("/")[0].endswith(".dist-info")}
+    assert packages == {"pyscheduler"}, packages
+    assert not [n for n in names if "sim" in n.split("/")[-1].removesuffix(".py").split("_")
+                or n.startswith(("pyscheduler/sim/", "sim/"))], names
+    requires = [line for line in metadata.decode().splitlines()
+                if line.startswith("Requires-Dist:") and "extra ==" not in line]
+    # What only the embedded cluster needs (TLS certificates, JSON patch) is not required.
+    assert not [r for r in requires if "cryptography" in r or "jsonpatch" in r], requires
+    assert "Requires-Dist: pyscheduler-sim; extra == \"sim\"" in metadata.decode()
+
+
+def test_sim_commands_say_how_to_install_the_embedded_cluster_when_it_is_absent(
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    import importlib.metadata
+
+    from pyscheduler import cli
+
+    def no_plugins(**kwargs: Any) -> list[Any]:
+        return []
+
+    monkeypatch.setattr(importlib.metadata, "entry_points", no_plugins)
+    for argv in (["sim", "up", "--workdir", "x"], ["cloud-sim", "serve"]):
+        # (Not cli.main: it would point the process-wide logging at this test's captured output.)
+        args = cli.build_parser().parse_args(argv)
+        assert args.func(args) == 2
+        err = capsys.readouterr().err
+        assert err == (f"pyscheduler {argv[0]}: not installed here: it comes with the embedded "
+                       "cluster, a package of its own: pip install ./sim from a checkout of "
+                       "pyscheduler, or pip install 'pyscheduler[sim]'\n"), err
+    assert "sim" in cli.build_parser().format_help()  # listed, with the hint
+
+
 def test_the_base_python_is_supported_and_is_the_one_the_wheel_is_tested_with(
         dockerfile: Dockerfile, installed: Installed) -> None:
     version = _base_python(dockerfile)

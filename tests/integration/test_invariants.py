@@ -13,8 +13,8 @@ import pytest
 from kubernetes import client, config
 
 from pyscheduler.api.quantity import milli_value
-from pyscheduler.sim.cluster import ClusterSpec, PoolSpec
-from pyscheduler.sim.harness import BackgroundCluster
+from pyscheduler_sim.cluster import ClusterSpec, PoolSpec
+from pyscheduler_sim.harness import BackgroundCluster
 from pyscheduler.virtual.node import PoolConfig, virtual_node
 from pyscheduler.wasm.resource import GROUP, PLURAL, VERSION
 from tests.conftest import SchedulerThread, install_crd, wait_for

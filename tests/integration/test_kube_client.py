@@ -11,7 +11,7 @@ import pytest
 
 from pyscheduler.kube import errors
 from pyscheduler.kube.client import ConnectionConfig, KubeClient, api_path, load_config
-from pyscheduler.sim.harness import BackgroundCluster
+from pyscheduler_sim.harness import BackgroundCluster
 
 T = TypeVar("T")
 

@@ -11,7 +11,7 @@ from kubernetes import client as k8s
 
 from pyscheduler.kube.client import KubeClient, api_path
 from pyscheduler.kube.events import EventRecorder
-from pyscheduler.sim.harness import BackgroundCluster
+from pyscheduler_sim.harness import BackgroundCluster
 from tests.integration.test_kube_client import closed_port, pod, run
 
 

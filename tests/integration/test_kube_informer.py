@@ -9,8 +9,8 @@ from typing import Any
 
 from pyscheduler.kube.client import KubeClient, api_path
 from pyscheduler.kube.informer import Informer
-from pyscheduler.sim.cluster import ClusterSpec, PoolSpec
-from pyscheduler.sim.harness import BackgroundCluster
+from pyscheduler_sim.cluster import ClusterSpec, PoolSpec
+from pyscheduler_sim.harness import BackgroundCluster
 from tests.integration.test_kube_client import configmap, run
 
 

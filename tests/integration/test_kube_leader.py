@@ -12,7 +12,7 @@ import pytest
 
 from pyscheduler.kube.client import KubeClient, api_path
 from pyscheduler.kube.leader import LeaderElector
-from pyscheduler.sim.harness import BackgroundCluster
+from pyscheduler_sim.harness import BackgroundCluster
 from tests.integration.test_kube_client import closed_port, run
 from tests.integration.test_kube_informer import eventually
 

@@ -26,9 +26,9 @@ import aiohttp
 import pytest
 import yaml
 
-from pyscheduler.sim.cluster import ClusterSpec, PoolSpec
-from pyscheduler.sim.harness import BackgroundCluster
-from pyscheduler.sim.server import KUBE_VERSION, AuditRecord
+from pyscheduler_sim.cluster import ClusterSpec, PoolSpec
+from pyscheduler_sim.harness import BackgroundCluster
+from pyscheduler_sim.server import KUBE_VERSION, AuditRecord
 from tests.conftest import KUBECTL, Kubectl, SchedulerThread, wait_for
 
 pytestmark = pytest.mark.kubectl
@@ -195,7 +195,7 @@ def _schema_errors(doc: Obj, crds: dict[tuple[str, str], Obj]) -> list[str]:
     crd = crds.get((group, kind))
     if crd is not None:
         # Custom resources: the CRD's own openAPIV3Schema, as the API server applies it.
-        from pyscheduler.sim.schema import compile_schema
+        from pyscheduler_sim.schema import compile_schema
 
         version = next(v for v in crd["spec"]["versions"]
                        if f"{group}/{v['name']}" == doc["apiVersion"])
@@ -937,8 +937,8 @@ def test_rbac_allows_every_request_and_grants_nothing_unused(
         installed: dict[str, Path], tmp_path: Path) -> None:
     """Fragments and virtual nodes on: manifests/ plus manifests/virtual-nodes/ allow every
     request the scheduler makes, and every permission they grant is used."""
-    from pyscheduler.virtual.cloudsim import BackgroundCloudSim
-    from pyscheduler.virtual.cloudsim import PoolSpec as CloudPool
+    from pyscheduler_sim.cloud import BackgroundCloudSim
+    from pyscheduler_sim.cloud import PoolSpec as CloudPool
     from pyscheduler.virtual.node import PoolConfig
 
     example = virtual_nodes_example(rendered.main)

@@ -23,8 +23,8 @@ from kubernetes import client, config
 
 from pyscheduler.framework.interface import CycleContext, FilterResult
 from pyscheduler.framework.pipeline import Pipeline, Profile
-from pyscheduler.sim.cluster import ClusterSpec, PoolSpec
-from pyscheduler.sim.harness import BackgroundCluster
+from pyscheduler_sim.cluster import ClusterSpec, PoolSpec
+from pyscheduler_sim.harness import BackgroundCluster
 from pyscheduler.wasm.resource import GROUP, PLURAL, VERSION
 from tests.conftest import SchedulerThread, install_crd, wait_for
 from tests.integration.test_fragments import uniform_wat, wat_bytes

@@ -44,10 +44,10 @@ import yaml
 from kubernetes import client, config
 
 from pyscheduler.metrics import SchedulerMetrics
-from pyscheduler.sim.cluster import ClusterSpec, PoolSpec
-from pyscheduler.sim.harness import BackgroundCluster
-from pyscheduler.virtual.cloudsim import BackgroundCloudSim
-from pyscheduler.virtual.cloudsim import PoolSpec as CloudPool
+from pyscheduler_sim.cluster import ClusterSpec, PoolSpec
+from pyscheduler_sim.harness import BackgroundCluster
+from pyscheduler_sim.cloud import BackgroundCloudSim
+from pyscheduler_sim.cloud import PoolSpec as CloudPool
 from pyscheduler.virtual.types import ContainerSpec, InstanceRequest
 from pyscheduler.wasm.resource import CRD_PATH, GROUP, PLURAL, VERSION
 from tests.conftest import KUBECTL, SchedulerThread, free_port, wait_for

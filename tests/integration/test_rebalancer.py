@@ -18,10 +18,10 @@ import pytest
 import yaml
 from kubernetes import client, config
 
-from pyscheduler.sim.cluster import ClusterSpec, PoolSpec
-from pyscheduler.sim.harness import BackgroundCluster
-from pyscheduler.virtual.cloudsim import BackgroundCloudSim
-from pyscheduler.virtual.cloudsim import PoolSpec as CloudPool
+from pyscheduler_sim.cluster import ClusterSpec, PoolSpec
+from pyscheduler_sim.harness import BackgroundCluster
+from pyscheduler_sim.cloud import BackgroundCloudSim
+from pyscheduler_sim.cloud import PoolSpec as CloudPool
 from tests.conftest import SchedulerThread, wait_for
 
 GI = 2**30

@@ -12,8 +12,8 @@ import pytest
 from kubernetes import client, config
 
 from pyscheduler.api.quantity import milli_value, parse_quantity, value
-from pyscheduler.sim.cluster import ClusterSpec, PoolSpec
-from pyscheduler.sim.harness import BackgroundCluster
+from pyscheduler_sim.cluster import ClusterSpec, PoolSpec
+from pyscheduler_sim.harness import BackgroundCluster
 from tests.conftest import SchedulerThread, wait_for
 
 

@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 from kubernetes import client, config
 
-from pyscheduler.sim.cluster import ClusterSpec, PoolSpec
-from pyscheduler.sim.harness import BackgroundCluster
+from pyscheduler_sim.cluster import ClusterSpec, PoolSpec
+from pyscheduler_sim.harness import BackgroundCluster
 from tests.conftest import SchedulerThread, wait_for
 
 

@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 
 from pyscheduler.framework.pod import pod_info
-from pyscheduler.sim.cluster import ClusterSpec, PoolSpec
-from pyscheduler.sim.harness import BackgroundCluster
+from pyscheduler_sim.cluster import ClusterSpec, PoolSpec
+from pyscheduler_sim.harness import BackgroundCluster
 from tests.conftest import SchedulerThread, wait_for
 
 PODS = 10000

@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from pyscheduler.sim.harness import BackgroundCluster
-from pyscheduler.sim.server import AuditRecord
+from pyscheduler_sim.harness import BackgroundCluster
+from pyscheduler_sim.server import AuditRecord
 from tests.conftest import Http, Kubectl
 
 RBAC = "/apis/rbac.authorization.k8s.io/v1"

@@ -24,11 +24,11 @@ from pyscheduler.kube.client import KubeClient, api_path
 from pyscheduler.kube.errors import NotFoundError
 from pyscheduler.kube.events import EventRecorder
 from pyscheduler.kube.informer import Informer
-from pyscheduler.sim.cluster import ClusterSpec
-from pyscheduler.sim.cluster import PoolSpec as NodePoolSpec
-from pyscheduler.sim.harness import BackgroundCluster
+from pyscheduler_sim.cluster import ClusterSpec
+from pyscheduler_sim.cluster import PoolSpec as NodePoolSpec
+from pyscheduler_sim.harness import BackgroundCluster
 from pyscheduler.virtual.cloud import HttpCloudAdapter
-from pyscheduler.virtual.cloudsim import BackgroundCloudSim, PoolSpec
+from pyscheduler_sim.cloud import BackgroundCloudSim, PoolSpec
 from pyscheduler.virtual.node import PoolConfig, VirtualNodeManager
 from pyscheduler.api.names import INSTANCE_ANNOTATION
 from pyscheduler.virtual.provider import METRIC_ORPHANS_COLLECTED, VirtualPodProvider

@@ -23,7 +23,7 @@ from pyscheduler.wasm.resource import (
     parse_resource,
     status_patch,
 )
-from pyscheduler.sim.harness import BackgroundCluster
+from pyscheduler_sim.harness import BackgroundCluster
 from tests.conftest import KUBECTL, Http, Kubectl, wait_for
 
 SHA = "0123456789abcdef" * 4

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from pyscheduler.sim.certs import make_serving_certs
+from pyscheduler_sim.certs import make_serving_certs
 from pyscheduler.wasm.errors import StorageError
 from pyscheduler.wasm.storage import StorageConfig, fetch, publish
 

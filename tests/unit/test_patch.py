@@ -1,4 +1,4 @@
-"""Unit tests for pyscheduler.sim.patch (merge patch, JSON patch, strategic merge patch)."""
+"""Unit tests for pyscheduler_sim.patch (merge patch, JSON patch, strategic merge patch)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from typing import Any
 import orjson
 import pytest
 
-from pyscheduler.sim.patch import (
+from pyscheduler_sim.patch import (
     JSON_PATCH,
     MERGE_PATCH,
     STRATEGIC_MERGE_PATCH,

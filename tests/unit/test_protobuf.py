@@ -1,4 +1,4 @@
-"""Tests for pyscheduler.sim.protobuf (decoding Kubernetes protobuf request bodies).
+"""Tests for pyscheduler_sim.protobuf (decoding Kubernetes protobuf request bodies).
 
 Three kinds of evidence:
 
@@ -28,8 +28,8 @@ from typing import Any
 
 import pytest
 
-from pyscheduler.sim import protobuf
-from pyscheduler.sim.protobuf import MAGIC, MEDIA_TYPE, ProtobufError, decode
+from pyscheduler_sim import protobuf
+from pyscheduler_sim.protobuf import MAGIC, MEDIA_TYPE, ProtobufError, decode
 
 # -- a small encoder -------------------------------------------------------------------------------
 

@@ -1,4 +1,4 @@
-"""Tests for pyscheduler.sim.schema: CRD schema validation, defaulting and pruning."""
+"""Tests for pyscheduler_sim.schema: CRD schema validation, defaulting and pruning."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from pyscheduler.sim.schema import (
+from pyscheduler_sim.schema import (
     DUPLICATE,
     FORBIDDEN,
     INVALID,

@@ -1,4 +1,4 @@
-"""Tests for pyscheduler.sim.selectors: label and field selectors."""
+"""Tests for pyscheduler_sim.selectors: label and field selectors."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from pyscheduler.api.labels import (
     label_selector_from_set,
     parse_label_selector,
 )
-from pyscheduler.sim.selectors import (
+from pyscheduler_sim.selectors import (
     FieldSelector,
     check_field_selector,
     object_fields,

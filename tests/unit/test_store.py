@@ -7,10 +7,10 @@ from typing import Any
 
 import pytest
 
-from pyscheduler.sim import errors
-from pyscheduler.sim.registry import Registry
+from pyscheduler_sim import errors
+from pyscheduler_sim.registry import Registry
 from pyscheduler.api.labels import parse_label_selector
-from pyscheduler.sim.store import Store
+from pyscheduler_sim.store import Store
 
 
 def cm(name: str, labels: dict[str, str] | None = None) -> dict[str, Any]:

@@ -1,4 +1,4 @@
-"""Unit tests for pyscheduler.sim.tables (server-side Table rendering)."""
+"""Unit tests for pyscheduler_sim.tables (server-side Table rendering)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from pyscheduler.sim.tables import column_definitions, human_duration, to_table
+from pyscheduler_sim.tables import column_definitions, human_duration, to_table
 
 NOW = datetime(2024, 6, 1, 12, 0, 0, tzinfo=timezone.utc)
 

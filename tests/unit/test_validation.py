@@ -24,8 +24,11 @@ from pyscheduler.api.validation import (
     validate_annotations,
     validate_dns1123_label,
     validate_dns1123_subdomain,
-    validate_generic,
     validate_labels,
+
+)
+from pyscheduler_sim.validation import (
+    validate_generic,
     validate_namespace,
     validate_node,
     validate_object_meta,

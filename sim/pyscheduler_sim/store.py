@@ -30,10 +30,10 @@ from typing import Any
 
 import orjson
 
-from pyscheduler.sim import errors
-from pyscheduler.sim.resources import ResourceType
+from pyscheduler_sim import errors
+from pyscheduler_sim.resources import ResourceType
 from pyscheduler.api.labels import LabelSelector
-from pyscheduler.sim.selectors import FieldSelector, object_fields
+from pyscheduler_sim.selectors import FieldSelector, object_fields
 
 __all__ = ["Event", "Store", "Stored", "Table", "Watcher"]
 

@@ -15,7 +15,7 @@ import hashlib
 from dataclasses import dataclass, field
 from typing import Any
 
-from pyscheduler.sim.schema import CompiledSchema, compile_schema
+from pyscheduler_sim.schema import CompiledSchema, compile_schema
 
 __all__ = [
     "BUILTIN",

@@ -26,13 +26,15 @@ import asyncio
 import ipaddress
 import time
 from collections.abc import Hashable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
-from pyscheduler.sim import errors
-from pyscheduler.sim.controller import Controller
-from pyscheduler.sim.registry import Registry, now_rfc3339
-from pyscheduler.sim.resources import ResourceType
+from pyscheduler import nodepools
+from pyscheduler.nodepools import NodeShape
+from pyscheduler_sim import errors
+from pyscheduler_sim.controller import Controller
+from pyscheduler_sim.registry import Registry, now_rfc3339
+from pyscheduler_sim.resources import ResourceType
 
 __all__ = ["FAIL_ANNOTATION", "FAULT_ANNOTATION", "KubeletFleet", "NodeSpec", "node_object",
            "RUN_SECONDS_ANNOTATION", "START_SECONDS_ANNOTATION", "pod_event"]
@@ -41,19 +43,13 @@ FAULT_ANNOTATION = "sim.pyscheduler.io/condition"
 FAIL_ANNOTATION = "sim.pyscheduler.io/fail"
 RUN_SECONDS_ANNOTATION = "sim.pyscheduler.io/run-seconds"
 START_SECONDS_ANNOTATION = "sim.pyscheduler.io/start-seconds"
-KUBELET_VERSION = "v1.32.0-pyscheduler.sim"
+KUBELET_VERSION = nodepools.KUBELET_VERSION
 
 
 @dataclass
-class NodeSpec:
-    """What one simulated node is made of (from the cluster file)."""
+class NodeSpec(NodeShape):
+    """What one simulated node is made of (from the cluster file) and how its kubelet behaves."""
 
-    name: str
-    capacity: dict[str, str]
-    labels: dict[str, str] = field(default_factory=dict)
-    taints: list[dict[str, Any]] = field(default_factory=list)
-    pod_cidr: str = ""
-    internal_ip: str = ""
     pod_start_seconds: float = 0.2
     pod_termination_seconds: float = 1.0
 
@@ -107,42 +103,9 @@ def pod_event(pod: dict[str, Any], reason: str, message: str, node: str,
             "reportingComponent": "kubelet", "reportingInstance": node}
 
 
-def _condition(type_: str, status: str, reason: str, message: str, now: str) -> dict[str, Any]:
-    return {"type": type_, "status": status, "reason": reason, "message": message,
-            "lastHeartbeatTime": now, "lastTransitionTime": now}
-
-
 def node_object(spec: NodeSpec) -> dict[str, Any]:
     """The Node a simulated kubelet registers for ``spec`` (Ready)."""
-    now = now_rfc3339()
-    labels = {"kubernetes.io/hostname": spec.name, "kubernetes.io/os": "linux",
-              "kubernetes.io/arch": "amd64", "beta.kubernetes.io/os": "linux",
-              "beta.kubernetes.io/arch": "amd64", **spec.labels}
-    node: dict[str, Any] = {
-        "apiVersion": "v1", "kind": "Node",
-        "metadata": {"name": spec.name, "labels": labels,
-                     "annotations": {"node.alpha.kubernetes.io/ttl": "0"}},
-        "spec": {},
-        "status": {
-            "capacity": dict(spec.capacity),
-            "allocatable": dict(spec.capacity),
-            "conditions": KubeletFleet._conditions("Ready", now),
-            "addresses": [{"type": "InternalIP", "address": spec.internal_ip},
-                          {"type": "Hostname", "address": spec.name}],
-            "daemonEndpoints": {"kubeletEndpoint": {"Port": 10250}},
-            "nodeInfo": {"kubeletVersion": KUBELET_VERSION, "kubeProxyVersion": "",
-                         "osImage": "pyscheduler simulated node", "kernelVersion": "sim",
-                         "containerRuntimeVersion": "sim://1.0", "operatingSystem": "linux",
-                         "architecture": "amd64", "machineID": "", "systemUUID": "",
-                         "bootID": ""},
-        },
-    }
-    if spec.pod_cidr:
-        node["spec"]["podCIDR"] = spec.pod_cidr
-        node["spec"]["podCIDRs"] = [spec.pod_cidr]
-    if spec.taints:
-        node["spec"]["taints"] = [dict(t) for t in spec.taints]
-    return node
+    return nodepools.node_object(spec, now_rfc3339())
 
 
 def _seconds(text: object, default: float) -> float:
@@ -178,23 +141,7 @@ class KubeletFleet(Controller):
 
     @staticmethod
     def _conditions(state: str, now: str) -> list[dict[str, Any]]:
-        ready = {
-            "Ready": _condition("Ready", "True", "KubeletReady",
-                                "kubelet is posting ready status", now),
-            "NotReady": _condition("Ready", "False", "KubeletNotReady",
-                                   "container runtime network not ready (simulated fault)", now),
-            "Unknown": _condition("Ready", "Unknown", "NodeStatusUnknown",
-                                  "Kubelet stopped posting node status.", now),
-        }[state]
-        return [
-            _condition("MemoryPressure", "False", "KubeletHasSufficientMemory",
-                       "kubelet has sufficient memory available", now),
-            _condition("DiskPressure", "False", "KubeletHasNoDiskPressure",
-                       "kubelet has no disk pressure", now),
-            _condition("PIDPressure", "False", "KubeletHasSufficientPID",
-                       "kubelet has sufficient PID available", now),
-            ready,
-        ]
+        return nodepools.ready_conditions(state, now)
 
     def register(self) -> None:
         """Create every Node and its Lease (idempotent)."""

@@ -2,7 +2,7 @@
 
 All resource paths go through one handler that parses the path the way kube-apiserver lays it out
 (``/api/v1/namespaces/{ns}/{resource}/{name}/{subresource}`` and ``/apis/{group}/{version}/...``),
-authenticates the bearer token, and hands the request to :class:`~pyscheduler.sim.registry.Registry`.
+authenticates the bearer token, and hands the request to :class:`~pyscheduler_sim.registry.Registry`.
 Answers are JSON (``application/json``); ``kubectl get`` receives server-side ``Table`` objects
 when it asks for them; watches are chunked streams of ``{"type": ..., "object": ...}`` lines.
 
@@ -26,10 +26,10 @@ import yaml
 from aiohttp import web
 
 from pyscheduler import __version__
-from pyscheduler.sim import errors, protobuf, tables
-from pyscheduler.sim.certs import ServingCerts, make_serving_certs
-from pyscheduler.sim.registry import Registry
-from pyscheduler.sim.resources import (
+from pyscheduler_sim import errors, protobuf, tables
+from pyscheduler_sim.certs import ServingCerts, make_serving_certs
+from pyscheduler_sim.registry import Registry
+from pyscheduler_sim.resources import (
     ResourceType,
     aggregated_discovery,
     api_group_list,
@@ -38,12 +38,12 @@ from pyscheduler.sim.resources import (
     openapi_v3_root,
 )
 from pyscheduler.api.labels import LabelSelector, SelectorError, parse_label_selector
-from pyscheduler.sim.selectors import FieldSelector, check_field_selector, parse_field_selector
-from pyscheduler.sim.store import Stored, Watcher
+from pyscheduler_sim.selectors import FieldSelector, check_field_selector, parse_field_selector
+from pyscheduler_sim.store import Stored, Watcher
 
 __all__ = ["ApiServer", "AuditRecord", "MAX_BODY_BYTES"]
 
-log = structlog.get_logger("pyscheduler.sim.server")
+log = structlog.get_logger("pyscheduler_sim.server")
 
 # kube-apiserver's limit for a request body (3 MiB, apiserver's maxRequestBodyBytes).
 MAX_BODY_BYTES = 3 * 1024 * 1024

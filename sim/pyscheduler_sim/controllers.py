@@ -27,12 +27,12 @@ from typing import Any, NamedTuple
 
 import orjson
 
-from pyscheduler.sim import errors
-from pyscheduler.sim.controller import Controller
-from pyscheduler.sim.registry import Registry, now_rfc3339
-from pyscheduler.sim.resources import ResourceType
+from pyscheduler_sim import errors
+from pyscheduler_sim.controller import Controller
+from pyscheduler_sim.registry import Registry, now_rfc3339
+from pyscheduler_sim.resources import ResourceType
 from pyscheduler.api.labels import SelectorError, label_selector_from_dict
-from pyscheduler.sim.store import Stored
+from pyscheduler_sim.store import Stored
 
 __all__ = [
     "DeploymentController",

@@ -5,7 +5,7 @@ Design
 :class:`SimCloud` holds the pools and their instances and builds the ``aiohttp`` application;
 :class:`CloudSimServer` serves it on a loopback port from the current event loop;
 :class:`BackgroundCloudSim` runs both on a thread of its own, for synchronous tests (like
-:class:`pyscheduler.sim.harness.BackgroundCluster` does for the embedded cluster).
+:class:`pyscheduler_sim.harness.BackgroundCluster` does for the embedded cluster).
 
 Each pool (:class:`PoolSpec`) has a quota (CPU, memory, instance count), a largest instance, a
 creation latency, a rate of transient create failures and prices. State lives on one event
@@ -96,7 +96,7 @@ __all__ = [
     "serve_command",
 ]
 
-log = structlog.get_logger("pyscheduler.virtual.cloudsim")
+log = structlog.get_logger("pyscheduler_sim.cloud")
 
 T = TypeVar("T")
 GIB = 1 << 30

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from pyscheduler.sim.selectors import FieldSelector
+from pyscheduler_sim.selectors import FieldSelector
 
 __all__ = ["field_selector_to_core", "from_core", "to_core"]
 

@@ -3,7 +3,7 @@
 :class:`Registry` is what kube-apiserver's generic registry plus its resource-specific REST
 handlers are: create, get, list, update, patch, delete and watch for every served type, and the
 ``binding``, ``eviction``, ``status`` and ``scale`` subresources. The HTTP layer
-(:mod:`pyscheduler.sim.server`) only decodes requests and encodes answers; the simulated kubelets
+(:mod:`pyscheduler_sim.server`) only decodes requests and encodes answers; the simulated kubelets
 and controllers call the registry directly, so they obey exactly the rules clients do.
 
 Behaviour reproduced from kube-apiserver (and where):
@@ -29,12 +29,12 @@ from typing import Any
 
 import orjson
 
-from pyscheduler.sim import errors, events, strategies
-from pyscheduler.sim.patch import PatchError, apply_patch
-from pyscheduler.sim.resources import BUILTIN, ResourceType, from_crd
+from pyscheduler_sim import errors, events, strategies
+from pyscheduler_sim.patch import PatchError, apply_patch
+from pyscheduler_sim.resources import BUILTIN, ResourceType, from_crd
 from pyscheduler.api.labels import LabelSelector, label_selector_from_dict
-from pyscheduler.sim.selectors import FieldSelector
-from pyscheduler.sim.store import Store, Stored, Watcher
+from pyscheduler_sim.selectors import FieldSelector
+from pyscheduler_sim.store import Store, Stored, Watcher
 from pyscheduler.api.validation import FieldError
 
 __all__ = ["Registry", "now_rfc3339"]

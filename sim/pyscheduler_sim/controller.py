@@ -16,9 +16,9 @@ from typing import Any
 import structlog
 
 from pyscheduler.kube.tasks import cancel_and_wait
-from pyscheduler.sim import errors
-from pyscheduler.sim.registry import Registry
-from pyscheduler.sim.resources import ResourceType
+from pyscheduler_sim import errors
+from pyscheduler_sim.registry import Registry
+from pyscheduler_sim.resources import ResourceType
 
 __all__ = ["Controller"]
 
@@ -31,7 +31,7 @@ class Controller:
 
     def __init__(self, registry: Registry) -> None:
         self.registry = registry
-        self.log = structlog.get_logger(f"pyscheduler.sim.{self.name}")
+        self.log = structlog.get_logger(f"pyscheduler_sim.{self.name}")
         self._dirty: dict[Hashable, None] = {}
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None

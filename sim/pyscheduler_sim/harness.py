@@ -20,7 +20,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
-from pyscheduler.sim.cluster import Cluster, ClusterSpec
+from pyscheduler_sim.cluster import Cluster, ClusterSpec
 
 __all__ = ["BackgroundCluster"]
 

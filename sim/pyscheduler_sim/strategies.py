@@ -19,7 +19,7 @@ reproduces the part of that which the scheduler and its users can observe:
   cannot change. No controller runs these: they are stored as a real API server stores them.
 * Secrets: ``stringData`` is merged into base64 ``data`` on every write (it is write-only, as in
   kube), keys are checked, the type defaults to ``Opaque``.
-* ResourceQuota hard limits and scope selectors; RBAC objects (:mod:`pyscheduler.sim.rbac`).
+* ResourceQuota hard limits and scope selectors; RBAC objects (:mod:`pyscheduler_sim.rbac`).
 * CustomResourceDefinition naming rules and the status conditions that mark it established.
 """
 
@@ -33,9 +33,10 @@ from typing import Any
 
 from pyscheduler.api.quantity import QuantityError, parse_quantity
 from pyscheduler.api import validation as v
-from pyscheduler.sim import rbac
-from pyscheduler.sim.resources import ResourceType
-from pyscheduler.sim.schema import validate_crd_schema
+from pyscheduler_sim import rbac
+from pyscheduler_sim import validation as ov
+from pyscheduler_sim.resources import ResourceType
+from pyscheduler_sim.schema import validate_crd_schema
 from pyscheduler.api.labels import SelectorError, label_selector_from_dict
 from pyscheduler.api.validation import FieldError
 
@@ -227,7 +228,7 @@ def _validate_workload(obj: Obj) -> list[FieldError]:
         errs.append(FieldError("FieldValueInvalid", "spec.template.metadata.labels", labels,
                                "`selector` does not match template `labels`"))
     errs.extend(v.validate_labels(labels, "spec.template.metadata.labels"))
-    errs.extend(v.validate_pod_spec(template.get("spec"), "spec.template.spec"))
+    errs.extend(ov.validate_pod_spec(template.get("spec"), "spec.template.spec"))
     return errs
 
 
@@ -300,7 +301,7 @@ def _validate_claim_template(claim: object, path: str) -> list[FieldError]:
     if not isinstance(requests, dict) or "storage" not in requests:
         errs.append(v.required(path + ".spec.resources[storage]"))
     else:
-        errs.extend(v.validate_resource_list(requests, path + ".spec.resources.requests"))
+        errs.extend(ov.validate_resource_list(requests, path + ".spec.resources.requests"))
     return errs
 
 
@@ -451,7 +452,7 @@ def _validate_job(obj: Obj) -> list[FieldError]:
     labels = (template.get("metadata") or {}).get("labels") or {}
     errs.extend(v.validate_labels(labels, "spec.template.metadata.labels"))
     pod_spec = template.get("spec")
-    errs.extend(v.validate_pod_spec(pod_spec, "spec.template.spec"))
+    errs.extend(ov.validate_pod_spec(pod_spec, "spec.template.spec"))
     policy = pod_spec.get("restartPolicy") if isinstance(pod_spec, dict) else None
     if policy not in _JOB_RESTART_POLICIES:
         errs.append(v.not_supported("spec.template.spec.restartPolicy", policy,
@@ -529,7 +530,7 @@ def _validate_resource_quota(obj: Obj) -> list[FieldError]:
         return []
     if not isinstance(spec, dict):
         return [v.invalid("spec", spec, "must be an object")]
-    errs = v.validate_resource_list(spec.get("hard"), "spec.hard")
+    errs = ov.validate_resource_list(spec.get("hard"), "spec.hard")
     for i, scope in enumerate(spec.get("scopes") or ()):
         if scope not in _QUOTA_SCOPES:
             errs.append(v.not_supported(f"spec.scopes[{i}]", scope, _QUOTA_SCOPES))
@@ -677,9 +678,9 @@ def prepare_for_update(rt: ResourceType, obj: Obj, old: Obj) -> None:
 
 
 _CREATE_VALIDATORS: dict[tuple[str, str], Callable[[Obj], list[FieldError]]] = {
-    ("", "Pod"): v.validate_pod,
-    ("", "Node"): v.validate_node,
-    ("", "Namespace"): v.validate_namespace,
+    ("", "Pod"): ov.validate_pod,
+    ("", "Node"): ov.validate_node,
+    ("", "Namespace"): ov.validate_namespace,
     ("apps", "Deployment"): _validate_workload,
     ("apps", "ReplicaSet"): _validate_workload,
     ("apps", "StatefulSet"): _validate_statefulset,
@@ -716,9 +717,9 @@ def admit_custom(rt: ResourceType, obj: Obj) -> list[str]:
 def validate_create(rt: ResourceType, obj: Obj) -> list[FieldError]:
     errs: list[FieldError] = []
     if rt.group == rbac.GROUP:
-        errs = v.validate_generic(obj, rt.namespaced, name_validator=rbac.validate_name)
+        errs = ov.validate_generic(obj, rt.namespaced, name_validator=rbac.validate_name)
     elif (rt.group, rt.kind) not in (("", "Pod"), ("", "Node"), ("", "Namespace")):
-        errs = v.validate_generic(obj, rt.namespaced)
+        errs = ov.validate_generic(obj, rt.namespaced)
     extra = _CREATE_VALIDATORS.get((rt.group, rt.kind))
     if extra is not None:
         errs.extend(extra(obj))
