@@ -39,10 +39,10 @@ if ! is_python310 "$VENV/bin/python"; then
     rm -rf "$VENV"
     "$PY" -m venv "$VENV"
 fi
-if [ ! -f "$STAMP" ] || [ setup.cfg -nt "$STAMP" ] || [ pyproject.toml -nt "$STAMP" ]; then
+if [ ! -f "$STAMP" ] || [ setup.cfg -nt "$STAMP" ] || [ pyproject.toml -nt "$STAMP" ] || [ sim/pyproject.toml -nt "$STAMP" ]; then
     pip=("$VENV/bin/python" -m pip install -q --disable-pip-version-check)
     "${pip[@]}" --upgrade pip
-    "${pip[@]}" -e .
+    "${pip[@]}" -e . -e ./sim
     "${pip[@]}" pytest pytest-timeout numpy wasmer==1.1.0 wasmer-compiler-cranelift==1.1.0 wasmtime
     touch "$STAMP"
 fi
