@@ -39,6 +39,9 @@ def add_cli(sub: argparse._SubParsersAction[argparse.ArgumentParser],
     up.add_argument("--port", type=int, default=0, help="port (default: any free port)")
     up.add_argument("--watch-history", type=int, default=10000,
                     help="events kept per resource for watches to resume from")
+    up.add_argument("--slow-watcher-seconds", type=float, default=1.0,
+                    help="close a watch whose reader has taken no event for this long while "
+                         "100 wait, as kube-apiserver does (0: never; default 1)")
     up.add_argument("--no-cloud", action="store_true",
                     help="do not start the simulated cloud (no virtual nodes)")
     up.set_defaults(func=sim_up)
@@ -91,7 +94,8 @@ def sim_up(args: argparse.Namespace) -> int:
 
     async def run() -> int:
         stop = stop_on_signals()
-        cluster = Cluster(spec, history=args.watch_history)
+        cluster = Cluster(spec, history=args.watch_history,
+                          slow_watcher_seconds=args.slow_watcher_seconds or None)
         try:
             await cluster.start(args.host, args.port)
         except OSError as exc:

@@ -131,9 +131,11 @@ class Cluster:
     """API server + kubelets + controllers, started and stopped together."""
 
     def __init__(self, spec: ClusterSpec, *, token: str | None = None,
-                 history: int = 10000, bookmark_interval: float = 5.0) -> None:
+                 history: int = 10000, bookmark_interval: float = 5.0,
+                 slow_watcher_seconds: float | None = 1.0) -> None:
         self.spec = spec
-        self.registry = Registry(Store(history=history))
+        self.registry = Registry(Store(history=history,
+                                       slow_watcher_seconds=slow_watcher_seconds))
         self.server = ApiServer(self.registry, token=token, bookmark_interval=bookmark_interval)
         self.kubelets = KubeletFleet(self.registry, spec.node_specs(),
                                      lease_renew_seconds=spec.lease_renew_seconds,

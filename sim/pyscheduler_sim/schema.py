@@ -71,8 +71,9 @@ Semantics and limits
   ``cidr`` check strings.  Other formats are accepted silently.
 * ``minimum``/``maximum`` with OpenAPI v3.0 boolean ``exclusiveMinimum`` and
   ``exclusiveMaximum``; ``multipleOf`` is exact for decimal values.
-* ``x-kubernetes-validations`` (CEL rules) are **not evaluated**, nor are
-  ``x-kubernetes-map-type`` or the ratcheting of unchanged invalid values on
+* ``x-kubernetes-validations`` (CEL rules) are evaluated after the OpenAPI checks
+  (:mod:`pyscheduler_sim.celrules`); a rule that does not compile refuses the CRD.
+  ``x-kubernetes-map-type`` and the ratcheting of unchanged invalid values on
   update.  ``patternProperties``, ``dependencies`` and ``$ref`` are not
   structural and are ignored.
 * A schema of ``None`` compiles to a :class:`CompiledSchema` that accepts,
@@ -94,6 +95,7 @@ from dataclasses import dataclass, field
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
+from pyscheduler_sim.celrules import Rule, RuleError, compile_rules, evaluate
 from pyscheduler.api.validation import (
     DUPLICATE,
     FORBIDDEN,
@@ -327,6 +329,7 @@ class _Node:
     any_of: tuple[_Node, ...] = ()
     one_of: tuple[_Node, ...] = ()
     not_: _Node | None = None
+    rules: tuple[Rule, ...] = ()
 
     @property
     def has_default(self) -> bool:
@@ -392,7 +395,12 @@ def _compile(raw: object) -> _Node:
         return tuple(_compile(x) for x in v) if isinstance(v, list) else ()
 
     not_raw = s.get("not")
+    try:
+        rules = compile_rules(s.get("x-kubernetes-validations"))
+    except RuleError:
+        rules = ()  # such a CRD is refused when it is created (validate_crd_schema)
     return _Node(
+        rules=rules,
         types=types,
         nullable=s.get("nullable") is True,
         int_or_string=s.get("x-kubernetes-int-or-string") is True,
@@ -702,6 +710,26 @@ def _validate_object(v: dict[str, Any], n: _Node, path: str, run: _Run) -> None:
                                     f"unexpected GroupVersion string: {api_version}"))
 
 
+def _validate_rules(v: object, n: _Node, path: str, old: object, has_old: bool,
+                    errs: list[FieldError]) -> None:
+    """Evaluate ``x-kubernetes-validations`` depth first (children, then the node itself);
+    ``old`` is the value at the same place before an update (objects' properties only)."""
+    if isinstance(v, dict):
+        old_map = old if has_old and isinstance(old, dict) else None
+        for k, x in v.items():
+            child = n.properties.get(k) or (n.additional if isinstance(n.additional, _Node)
+                                            else None)
+            if child is not None:
+                _validate_rules(x, child, _child(path, k), None if old_map is None
+                                else old_map.get(k), old_map is not None and k in old_map, errs)
+    elif isinstance(v, list) and n.items is not None:
+        for i, x in enumerate(v):
+            _validate_rules(x, n.items, _index(path, i), None, False, errs)
+    if n.rules and v is not None:
+        errs.extend(evaluate(n.rules, v, old, has_old, path,
+                             n.types[0] if n.types else "object"))
+
+
 # ---------------------------------------------------------------- public API
 
 class CompiledSchema:
@@ -734,13 +762,17 @@ class CompiledSchema:
         _prune(obj, self._root, "", out, resource=True)
         return out
 
-    def validate(self, obj: dict[str, Any]) -> list[FieldError]:
-        """Every schema violation of ``obj``, as kube-apiserver reports them."""
+    def validate(self, obj: dict[str, Any], old: dict[str, Any] | None = None) -> list[FieldError]:
+        """Every schema violation of ``obj``, as kube-apiserver reports them, then the
+        violations of its validation rules (``old``: the object before an update)."""
         if self._root is None:
             return []
         run = _Run()
         _validate(obj, self._root, "", run)
-        return run.errs + run.late
+        errs = run.errs + run.late
+        if not any(e.type == TYPE_INVALID for e in errs):  # kube's blocking errors
+            _validate_rules(obj, self._root, "", old, old is not None, errs)
+        return errs
 
 
 def compile_schema(schema: Mapping[str, Any] | None) -> CompiledSchema:
@@ -780,6 +812,12 @@ class _CRDSchemaCheck:
     def structural(self, s: Mapping[str, Any], path: str, lvl: str) -> None:
         """One node of the structural part of the schema."""
         errs = self.errs
+        try:
+            compile_rules(s.get("x-kubernetes-validations"))
+        except RuleError as exc:
+            field_name, _, detail = str(exc).partition(": ")
+            rule = s["x-kubernetes-validations"][int(field_name.split("[")[1].split("]")[0])]
+            errs.append(invalid(_child(path, field_name), rule.get("rule"), detail))
         t = s.get("type")
         preserve = s.get("x-kubernetes-preserve-unknown-fields")
         int_or_string = s.get("x-kubernetes-int-or-string") is True

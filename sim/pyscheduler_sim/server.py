@@ -171,6 +171,11 @@ class ApiServer:
         return len(watchers)
 
     @property
+    def slow_watchers_closed(self) -> int:
+        """Watches closed because their reader stopped taking events (all types)."""
+        return sum(t.slow_watchers_closed for t in self.registry.store.tables.values())
+
+    @property
     def url(self) -> str:
         return f"https://{self.host}:{self.port}"
 
@@ -186,7 +191,7 @@ class ApiServer:
             if scheme.lower() != "bearer" or not hmac.compare_digest(presented.strip(),
                                                                      self.token):
                 return _error(errors.unauthorized())
-        elif request.path not in PUBLIC_PATHS:
+        elif request.path.removesuffix("/") not in PUBLIC_PATHS:
             return _error(errors.unauthorized())
         if self.audit_log is not None and auth:
             self.audit_log.append(AuditRecord(request.method, request.path, dict(request.query),
@@ -243,9 +248,12 @@ class ApiServer:
 
     async def _dispatch(self, request: web.Request) -> web.StreamResponse:
         path = request.path
-        if path in ("/healthz", "/livez", "/readyz"):
+        # kube-apiserver serves these with a trailing slash too (the official Python client's
+        # VersionApi asks for /version/).
+        public = path[:-1] if path.endswith("/") and path[:-1] in PUBLIC_PATHS else path
+        if public in ("/healthz", "/livez", "/readyz"):
             return web.Response(text="ok")
-        if path == "/version":
+        if public == "/version":
             return _json(KUBE_VERSION)
         parts = [p for p in path.split("/") if p]
         if parts[:2] == ["openapi", "v3"]:
@@ -517,12 +525,17 @@ class ApiServer:
             if watcher.pending and not watcher.closed and self.watch_coalesce_seconds:
                 await asyncio.sleep(self.watch_coalesce_seconds)
             batch = watcher.drain()
+            if watcher.overflowed:
+                batch = []  # cut off: the client resumes from the last event it read
             if batch:
+                watcher.writing(True)
                 await resp.write(b"".join(self._event_line(t, s, rt, as_table, request)
                                           for t, s in batch))
+                watcher.writing(False)
             if watcher.closed:
                 if watcher.overflowed:
-                    log.warning("watcher closed: too slow", resource=rt.plural)
+                    log.warning("forcing watcher close due to unresponsiveness",
+                                resource=rt.plural, pending=len(watcher.pending))
                 break
             if bookmarks and loop.time() >= next_bookmark and not watcher.pending:
                 await resp.write(self._bookmark(rt))

@@ -102,7 +102,9 @@ class Watcher:
     """One watch stream's filter and pending events."""
 
     def __init__(self, table: Table, namespace: str, labels: LabelSelector | None,
-                 fields: FieldSelector | None, max_pending: int) -> None:
+                 fields: FieldSelector | None, max_pending: int, *,
+                 slow_after: float | None = None, buffer: int = 100,
+                 clock: Callable[[], float] = time.monotonic) -> None:
         self.table = table
         self.namespace = namespace
         self.labels = labels
@@ -111,6 +113,14 @@ class Watcher:
         self.max_pending = max_pending
         self.closed = False
         self.overflowed = False
+        # kube-apiserver closes a watcher whose reader stops taking events ("Forcing watcher
+        # close due to unresponsiveness"): here, one whose stream has been blocked writing for
+        # ``slow_after`` seconds while ``buffer`` events wait. None: never (then only
+        # ``max_pending`` bounds the queue). The stream sets ``writing_since`` around a write.
+        self.slow_after = slow_after
+        self.buffer = buffer
+        self.writing_since: float | None = None
+        self._clock = clock
         self._wake = asyncio.Event()
 
     def matches(self, s: Stored) -> bool:
@@ -135,8 +145,19 @@ class Watcher:
         elif self.matches(ev.new):
             self._push(ev.type, ev.new)
 
+    def writing(self, busy: bool) -> None:
+        """The stream starts (True) or ends (False) writing events to its reader."""
+        self.writing_since = self._clock() if busy else None
+
+    def lagging(self) -> bool:
+        """Whether the reader has stopped taking events (see ``slow_after``)."""
+        return (self.slow_after is not None and self.writing_since is not None
+                and len(self.pending) >= self.buffer
+                and self._clock() - self.writing_since >= self.slow_after)
+
     def _push(self, type: str, s: Stored) -> None:
-        if len(self.pending) >= self.max_pending:
+        if len(self.pending) >= self.max_pending or self.lagging():
+            self.table.slow_watchers_closed += 1
             # A watcher that cannot keep up is closed, as kube-apiserver does; the client resumes
             # from the last revision it saw.
             self.overflowed = True
@@ -192,6 +213,8 @@ class Table:
         # The oldest revision a watch may resume from: events after it are all in `history`.
         self.horizon = 0
         self.watchers: set[Watcher] = set()
+        #: Watchers of this type closed because their reader stopped taking events.
+        self.slow_watchers_closed = 0
         self._sorted: list[Stored] | None = None
 
     def record(self, ev: Event) -> None:
@@ -213,11 +236,16 @@ class Store:
     """Objects of every resource type under one revision counter."""
 
     def __init__(self, *, history: int = 10000, max_watch_pending: int = 100000,
+                 slow_watcher_seconds: float | None = 1.0, watch_buffer: int = 100,
                  clock: Callable[[], float] = time.monotonic) -> None:
         self.rv = 1
         self.tables: dict[tuple[str, str], Table] = {}
         self.history = history
         self.max_watch_pending = max_watch_pending
+        #: A watcher whose reader has taken nothing for this long while ``watch_buffer``
+        #: events wait is closed, as kube-apiserver closes one (None: never).
+        self.slow_watcher_seconds = slow_watcher_seconds
+        self.watch_buffer = watch_buffer
         self._clock = clock
         # Snapshots that back continue tokens: (group, plural, rv) -> (created, objects)
         self._snapshots: collections.OrderedDict[tuple[str, str, int], tuple[float, list[Stored]]]
@@ -367,7 +395,9 @@ class Store:
         does for a watch without a resourceVersion (or with "0").
         """
         table = self.tables[rt.key]
-        w = Watcher(table, namespace, labels, fields, self.max_watch_pending)
+        w = Watcher(table, namespace, labels, fields, self.max_watch_pending,
+                    slow_after=self.slow_watcher_seconds, buffer=self.watch_buffer,
+                    clock=self._clock)
         if since is None:
             for s in table.sorted_objects():
                 if w.matches(s):

@@ -714,7 +714,8 @@ def admit_custom(rt: ResourceType, obj: Obj) -> list[str]:
     return rt.schema.prune(obj)
 
 
-def validate_create(rt: ResourceType, obj: Obj) -> list[FieldError]:
+def validate_create(rt: ResourceType, obj: Obj, old: Obj | None = None) -> list[FieldError]:
+    """The errors of a new ``obj`` (or of an update of ``old``: its transition rules run)."""
     errs: list[FieldError] = []
     if rt.group == rbac.GROUP:
         errs = ov.validate_generic(obj, rt.namespaced, name_validator=rbac.validate_name)
@@ -724,12 +725,12 @@ def validate_create(rt: ResourceType, obj: Obj) -> list[FieldError]:
     if extra is not None:
         errs.extend(extra(obj))
     if rt.custom and rt.schema is not None:
-        errs.extend(rt.schema.validate(obj))
+        errs.extend(rt.schema.validate(obj, old))
     return errs
 
 
 def validate_update(rt: ResourceType, new: Obj, old: Obj) -> list[FieldError]:
-    errs = validate_create(rt, new)
+    errs = validate_create(rt, new, old)
     if errs:
         return errs
     update = _UPDATE_VALIDATORS.get((rt.group, rt.kind))

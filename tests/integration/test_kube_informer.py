@@ -224,6 +224,10 @@ class TcpProxy:
         self.paused = True
         self._resumed.clear()
 
+    def resume(self) -> None:
+        self.paused = False
+        self._resumed.set()
+
     def cut(self) -> None:
         for client_writer, upstream_writer in list(self._conns):
             for w in (client_writer, upstream_writer):
@@ -309,6 +313,49 @@ def test_expired_watch_relists_and_delivers_missed_deletes(tmp_path: Path) -> No
                     assert sorted(seen.names("delete")) == ["old-0", "old-1", "old-2"]
                     assert [c for c in seen.calls if c[1] == "kept"][-1][0] == "update"
                     assert seen.names("add")[-8:] == [f"new-{i}" for i in range(8)]
+                finally:
+                    await informer.stop()
+                    await proxy.close()
+                    await proxied.close()
+        run(body)
+
+
+def test_a_lagging_watch_is_cut_off_and_the_informer_relists(tmp_path: Path) -> None:
+    """kube-apiserver closes a watch whose reader stops taking events; the embedded cluster
+    does too (a stream blocked writing for slow_watcher_seconds while 100 events wait). The
+    informer reads what it was sent, sees the watch end, and catches up: here, with a history
+    too short to resume from, by relisting."""
+    spec = ClusterSpec(pools=[PoolSpec(name="n", count=1)])
+    with BackgroundCluster(spec, tmp_path, history=20, slow_watcher_seconds=0.3) as small:
+        async def body() -> None:
+            async with await KubeClient.from_kubeconfig(str(small.kubeconfig)) as direct:
+                proxy = TcpProxy(small.cluster.server.host, small.cluster.server.port)
+                port = await proxy.start()
+                proxied = direct.with_config(host=f"https://127.0.0.1:{port}")
+                collection = api_path("v1", "configmaps", namespace="default")
+                seen = Recorder()
+                informer = Informer(proxied, collection, backoff_initial=0.05,
+                                    **seen.handlers())
+                informer.start()
+                try:
+                    await asyncio.wait_for(informer.synced.wait(), 5)
+                    await direct.create(collection, configmap("first"))
+                    await eventually(lambda: "first" in seen.model, what="the watch")
+                    proxy.pause()  # the reader stops taking bytes: the server's writes block
+                    bulk = "x" * 200_000
+                    for i in range(300):  # 60 MB: more than every socket buffer on the way
+                        await direct.create(collection, configmap(f"big-{i}", v=bulk))
+                    server = small.cluster.server
+                    await asyncio.sleep(0.5)  # blocked for longer than the limit
+                    await direct.create(collection, configmap("last"))
+                    proxy.resume()
+                    await eventually(lambda: server.slow_watchers_closed == 1,
+                                     what="the lagging watch to be cut off")
+                    expected = await server_state(direct, collection)
+                    await eventually(lambda: seen.model == expected, timeout=30,
+                                     what="the informer to catch up")
+                    assert informer.relists == 1  # the history no longer reached back
+                    assert server.slow_watchers_closed == 1  # the new watch keeps up
                 finally:
                     await informer.stop()
                     await proxy.close()

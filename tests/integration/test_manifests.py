@@ -689,6 +689,50 @@ def test_the_embedded_cluster_accepts_every_manifest(sim_kubectl: Kubectl, rende
                     "--wait=true", "--timeout=60s")
 
 
+def _readme_yaml_blocks() -> list[Obj]:
+    text = (ROOT / "README.md").read_text()
+    return [yaml.safe_load(block) for block in re.findall(r"```yaml\n(.*?)```", text, re.S)]
+
+
+def test_every_yaml_example_of_the_readme_is_accepted(sim_kubectl: Kubectl,
+                                                     installed: dict[str, Path],
+                                                     tmp_path: Path) -> None:
+    """Each YAML block of the README does what it says against the embedded cluster (which
+    evaluates the CRD's schema and validation rules as kube-apiserver does): objects are
+    created, the overlay renders, the pod snippet makes a valid pod."""
+    blocks = _readme_yaml_blocks()
+    assert len(blocks) >= 3, blocks
+    kinds = []
+    for i, doc in enumerate(blocks):
+        if "kind" in doc:  # a whole object
+            path = _write([doc], tmp_path / f"object-{i}.yaml")
+            kinds.append(doc["kind"])
+        elif "resources" in doc:  # a kustomize overlay of manifests/
+            overlay = tmp_path / f"overlay-{i}" / "my-cluster"
+            overlay.mkdir(parents=True)
+            (overlay.parent / "manifests").symlink_to(MANIFESTS)
+            (overlay / "kustomization.yaml").write_text(yaml.safe_dump(doc))
+            deployment = find(kustomize(overlay), "Deployment", "pyscheduler")
+            images = {c["image"] for c in deployment["spec"]["template"]["spec"]["containers"]}
+            assert images == {"registry.example.com/pyscheduler:0.1.0"}, images
+            kinds.append("overlay")
+            continue
+        else:  # a snippet of a pod: completed into one
+            pod = {"apiVersion": "v1", "kind": "Pod",
+                   "metadata": {"name": f"readme-{i}", "namespace": "default",
+                                **doc.get("metadata", {})},
+                   "spec": {"containers": [{"name": "c", "image": "pause"}],
+                            **doc.get("spec", {})}}
+            path = _write([pod], tmp_path / f"pod-{i}.yaml")
+            kinds.append("pod snippet")
+        try:
+            proc = sim_kubectl("create", "-f", str(path))
+            assert proc.stdout.strip().endswith(" created"), proc.stdout
+        finally:
+            sim_kubectl("delete", "-f", str(path), "--ignore-not-found", "--wait=false")
+    assert kinds == ["overlay", "pod snippet", "WsspSchedulerConfiguration"], kinds
+
+
 def test_a_wrong_manifest_is_refused_with_the_reason(sim_kubectl: Kubectl,
                                                      rendered: Rendered,
                                                      installed: dict[str, Path]) -> None:

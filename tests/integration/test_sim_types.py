@@ -420,3 +420,15 @@ def test_request_log_records_who_asked_for_what(cluster: BackgroundCluster, http
     # Only authenticated requests are recorded, with their query.
     assert mine == [AuditRecord("GET", f"/api/v1/namespaces/{namespace}/pods", {"limit": "5"},
                                 "probe/1")]
+
+
+def test_version_and_health_answer_with_a_trailing_slash_too(api: Any, http: Http) -> None:
+    """kube-apiserver serves /version/ (what the official client's VersionApi asks for) and the
+    health paths with a trailing slash, without credentials; other paths still need them."""
+    from kubernetes import client
+
+    info = client.VersionApi(api).get_code()
+    assert (info.major, info.minor) == ("1", "32") and info.git_version.startswith("v1.32.0")
+    for path in ("/version", "/version/", "/healthz/", "/readyz/", "/livez/"):
+        assert http.pool.request("GET", http.base + path).status == 200, path
+    assert http.pool.request("GET", http.base + "/api/v1/namespaces").status == 401

@@ -150,6 +150,20 @@ def test_file_urls_need_no_sha256(crd: None, http: Http, cleanup: list[str]) -> 
     assert parse_resource(doc).sha256 is None
 
 
+@pytest.mark.parametrize("url", ["s3://modules/m.wasm", "https://example.org/m.wasm"])
+def test_remote_urls_need_a_sha256_as_the_crd_rule_says(crd: None, http: Http,
+                                                        cleanup: list[str], url: str) -> None:
+    """The CRD's validation rule (CEL), evaluated as kube-apiserver evaluates it."""
+    obj = resource("unpinned-v1.0.0", url=url)
+    del obj["spec"]["sha256"]
+    status, doc = create(http, cleanup, obj)
+    assert status == 422, doc
+    assert causes(doc) == {"spec.sha256": 'Invalid value: "object": sha256 is required for '
+                                          "remote URLs (s3://, http(s)://)"}, doc
+    assert doc["message"].endswith('spec.sha256: Invalid value: "object": sha256 is required '
+                                   "for remote URLs (s3://, http(s)://)"), doc["message"]
+
+
 @pytest.mark.parametrize(("edit", "field", "message"), [
     pytest.param({"sha256": "ABC"}, "spec.sha256", "should match '^[a-f0-9]{64}$'",
                  id="sha256 pattern"),

@@ -813,3 +813,62 @@ def test_validate_crd_schema_types_and_custom_path() -> None:
         (FORBIDDEN, "spec.validation.openAPIV3Schema.properties[m].additionalProperties")]
     errs = validate_crd_schema("not a schema")
     assert [(e.type, e.field) for e in errs] == [(INVALID, _P)]
+
+
+# ---------------------------------------------------------------- validation rules (CEL)
+
+RULES_SCHEMA = {
+    "type": "object",
+    "properties": {"spec": {
+        "type": "object",
+        "x-kubernetes-validations": [
+            {"rule": "self.replicas <= self.maxReplicas",
+             "message": "replicas must not exceed maxReplicas", "fieldPath": ".replicas"},
+            {"rule": "self.maxReplicas >= oldSelf.maxReplicas"},
+            {"rule": "!has(self.mode) || self.mode != 'legacy'", "reason": "FieldValueForbidden",
+             "message": "legacy mode is gone"}],
+        "properties": {
+            "replicas": {"type": "integer"},
+            "maxReplicas": {"type": "integer"},
+            "mode": {"type": "string"},
+            "names": {"type": "array", "items": {
+                "type": "string",
+                "x-kubernetes-validations": [{"rule": "self.startsWith('n-')"}]}}}}}}
+
+
+def test_validation_rules_are_evaluated_with_kubes_messages() -> None:
+    schema = compile_schema(RULES_SCHEMA)
+    ok = {"spec": {"replicas": 2, "maxReplicas": 3, "names": ["n-a"]}}
+    assert schema.validate(ok) == []
+    bad = {"spec": {"replicas": 5, "maxReplicas": 3, "mode": "legacy", "names": ["n-a", "b"]}}
+    assert [e.message for e in schema.validate(bad)] == [
+        "spec.names[1]: Invalid value: \"string\": failed rule: self.startsWith('n-')",
+        'spec.replicas: Invalid value: "object": replicas must not exceed maxReplicas',
+        "spec: Forbidden: legacy mode is gone"]
+
+
+def test_transition_rules_run_on_update_only() -> None:
+    schema = compile_schema(RULES_SCHEMA)
+    shrunk = {"spec": {"replicas": 1, "maxReplicas": 2}}
+    assert schema.validate(shrunk) == []  # a create has no old value
+    old = {"spec": {"replicas": 1, "maxReplicas": 4}}
+    assert [e.message for e in schema.validate(shrunk, old)] == [
+        'spec: Invalid value: "object": failed rule: self.maxReplicas >= oldSelf.maxReplicas']
+
+
+def test_type_errors_keep_the_rules_from_running() -> None:
+    schema = compile_schema(RULES_SCHEMA)
+    errs = schema.validate({"spec": {"replicas": "many", "maxReplicas": 3}})
+    assert [e.type for e in errs] == [TYPE_INVALID]
+
+
+def test_a_crd_whose_rule_does_not_compile_is_refused() -> None:
+    broken = {"type": "object", "properties": {"spec": {
+        "type": "object", "x-kubernetes-validations": [{"rule": "self.a >"}]}}}
+    errs = validate_crd_schema(broken)
+    assert len(errs) == 1, errs
+    assert errs[0].field == ("spec.versions[0].schema.openAPIV3Schema.properties[spec]"
+                             ".x-kubernetes-validations[0].rule")
+    assert errs[0].message.startswith(
+        "spec.versions[0].schema.openAPIV3Schema.properties[spec].x-kubernetes-validations[0]"
+        '.rule: Invalid value: "self.a >": compilation failed: '), errs[0].message

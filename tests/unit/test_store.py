@@ -83,6 +83,25 @@ def test_slow_watcher_is_closed_not_buffered_forever(reg: Registry) -> None:
     assert w not in reg.store.tables[cms.key].watchers
 
 
+def test_a_watcher_whose_reader_stopped_taking_events_is_closed() -> None:
+    now = [100.0]
+    reg = Registry(Store(slow_watcher_seconds=1.0, watch_buffer=3, clock=lambda: now[0]))
+    cms = reg.type("", "v1", "configmaps")
+    w = reg.watch(cms, "", None, None, str(reg.store.rv))
+    for i in range(10):  # nothing is being written: a busy server, not a slow reader
+        reg.create(cms, "default", cm(f"idle-{i}"))
+    assert not w.closed and len(w.pending) == 10
+    w.drain()
+    w.writing_since = now[0]  # the stream is blocked writing
+    for i in range(5):
+        reg.create(cms, "default", cm(f"blocked-{i}"))
+    assert not w.closed  # not for long enough yet
+    now[0] += 1.0
+    reg.create(cms, "default", cm("late"))
+    assert w.closed and w.overflowed
+    assert reg.store.tables[cms.key].slow_watchers_closed == 1
+
+
 def test_watcher_wakes_on_events() -> None:
     async def run() -> list[str]:
         reg = Registry()
