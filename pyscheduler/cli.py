@@ -198,7 +198,9 @@ def _fragment_publish(args: argparse.Namespace) -> int:
 
     async def apply() -> int:
         from pyscheduler.kube.errors import AlreadyExistsError, ConflictError, KubeError
+        from pyscheduler.kube.client import api_path
         from pyscheduler.wasm.manager import RESOURCE_PATH
+        from pyscheduler.wasm.resource import API_VERSION, PLURAL
         from pyscheduler.wasm.storage import object_digest, publish, remove
 
         name = body["metadata"]["name"]
@@ -231,7 +233,8 @@ def _fragment_publish(args: argparse.Namespace) -> int:
                     await client.create(RESOURCE_PATH, body)
                     verb = "created"
                 except (AlreadyExistsError, ConflictError):
-                    await client.patch(f"{RESOURCE_PATH}/{name}", {"spec": body["spec"]})
+                    await client.patch(api_path(API_VERSION, PLURAL, name=name),
+                                       {"spec": body["spec"]})
                     verb = "updated"
             except KubeError as exc:
                 undo = ""

@@ -21,13 +21,13 @@ whoever runs them; :func:`parse_node_pools` reads ``nodePools`` only.
 
 from __future__ import annotations
 
-import datetime as dt
 import ipaddress
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from pyscheduler.api.quantity import QuantityError, parse_quantity
+from pyscheduler.api.times import rfc3339
 
 __all__ = ["DEFAULT_ZONES", "KUBELET_VERSION", "NodePoolError", "NodeShape", "PoolSpec",
            "expand_pools", "node_object", "parse_node_pools", "ready_conditions"]
@@ -123,7 +123,7 @@ def ready_conditions(state: str, now: str) -> list[dict[str, Any]]:
 
 def node_object(shape: NodeShape, now: str | None = None) -> dict[str, Any]:
     """The Node a kubelet registers for ``shape`` (Ready; ``now`` stamps its conditions)."""
-    now = now or dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    now = now or rfc3339()
     labels = {"kubernetes.io/hostname": shape.name, "kubernetes.io/os": "linux",
               "kubernetes.io/arch": "amd64", "beta.kubernetes.io/os": "linux",
               "beta.kubernetes.io/arch": "amd64", **shape.labels}

@@ -28,7 +28,7 @@ from typing import Any
 import structlog
 
 from pyscheduler.settings import SchedulerConfig
-from pyscheduler.kube.client import KubeClient
+from pyscheduler.kube.client import KubeClient, api_path
 from pyscheduler.kube.errors import AlreadyExistsError, KubeError
 from pyscheduler.kube.leader import LeaderElector
 from pyscheduler.kube.tasks import Supervisor, bounded, cancel_and_wait
@@ -113,7 +113,7 @@ class SchedulerApp:
         access, secret = s.access_key, s.secret_key
         if s.credentials_secret is not None:
             ref = s.credentials_secret
-            obj = await self.client.get(f"/api/v1/namespaces/{ref.namespace}/secrets/{ref.name}")
+            obj = await self.client.get(api_path("v1", "secrets", namespace=ref.namespace, name=ref.name))
             data = obj.get("data") or {}
             try:
                 access = base64.b64decode(data["accessKey"]).decode()

@@ -32,15 +32,17 @@ small interface this class offers (:meth:`try_placement`, :meth:`reserve`, :meth
 from __future__ import annotations
 
 import asyncio
+import enum
 import dataclasses
 import time
 from collections.abc import Awaitable, Callable, Coroutine, Mapping
-from typing import Any, Literal, Protocol
+from typing import Any, Protocol
 
 import numpy as np
 import orjson
 import structlog
 
+from pyscheduler.api.times import rfc3339
 from pyscheduler.api.names import (
     DECISION_ANNOTATION,
     EXPLAIN_ANNOTATION,
@@ -63,7 +65,7 @@ from pyscheduler.framework.pipeline import (
 )
 from pyscheduler.framework.pod import PodInfo, PodSpecError, pod_info
 from pyscheduler.framework.queue import QueuedPod, SchedulingQueue
-from pyscheduler.kube.client import KubeClient
+from pyscheduler.kube.client import KubeClient, api_path
 from pyscheduler.kube.errors import (
     ApiStatusError,
     ConflictError,
@@ -86,7 +88,13 @@ SCHEDULER_ERROR = "SchedulerError"
 
 Obj = dict[str, Any]
 #: What became of a binding: done, done by someone else, the pod gone, or to be tried again.
-BindOutcome = Literal["bound", "bound-elsewhere", "gone", "retry"]
+class BindOutcome(enum.Enum):
+    """How one binding attempt ended."""
+
+    BOUND = "bound"                      # the pod is on the chosen node
+    BOUND_ELSEWHERE = "bound-elsewhere"  # someone else bound it first, to another node
+    GONE = "gone"                        # the pod was deleted (or replaced) meanwhile
+    RETRY = "retry"                      # not bound: the pod goes back to the queue
 # Chooses the stage overrides for a pod; raises StageUnavailable when the pod must wait.
 SelectFn = Callable[[PodInfo], Selection]
 NO_SELECTION = Selection(None)
@@ -164,12 +172,12 @@ class Scheduler:
         self._binds: set[asyncio.Task[None]] = set()
         self._attempts: set[asyncio.Task[None]] = set()  # attempts awaiting a fragment
         self._housekeeping_task: asyncio.Task[None] | None = None
-        self._pods = Informer(client, "/api/v1/pods", name="pods", on_add=self._pod_added,
+        self._pods = Informer(client, api_path("v1", "pods"), name="pods", on_add=self._pod_added,
                               on_update=self._pod_updated, on_delete=self._pod_deleted)
-        self._nodes = Informer(client, "/api/v1/nodes", name="nodes", on_add=self._node_set,
+        self._nodes = Informer(client, api_path("v1", "nodes"), name="nodes", on_add=self._node_set,
                                on_update=lambda old, new: self._node_set(new, old),
                                on_delete=self._node_deleted)
-        self._namespaces = Informer(client, "/api/v1/namespaces", name="namespaces",
+        self._namespaces = Informer(client, api_path("v1", "namespaces"), name="namespaces",
                                     on_add=self._namespace_set,
                                     on_update=lambda old, new: self._namespace_set(new),
                                     on_delete=self._namespace_deleted)
@@ -221,7 +229,7 @@ class Scheduler:
             if phase not in ("Succeeded", "Failed") and self.cache.confirm(
                     uid, node, meta.get("labels") or {}):
                 return  # our own binding coming back: already counted, nothing to parse
-            if self.queue.entries.get(uid) is not None and uid not in self.queue.in_flight:
+            if self.queue.waiting(uid):
                 self.queue.delete(uid)
             if phase in ("Succeeded", "Failed"):
                 self.cache.remove_pod(uid)
@@ -452,7 +460,7 @@ class Scheduler:
         try:
             pod = entry.pod
             ctx, resolved = await self._resolve(pod, active)
-            if pod.uid not in self.queue.entries:
+            if not self.queue.pending(pod.uid):
                 self.queue.done(pod.uid)
                 return  # deleted (or bound by someone else) while the fragment decided
             self._decide(entry, ctx, selection, resolved, steer, start)
@@ -695,7 +703,7 @@ class Scheduler:
             outcome = await self._pre_bind_virtual(pod)
         if outcome is None:
             outcome = await self._guarded_binding(pod, node)
-        if outcome == "bound":
+        if outcome is BindOutcome.BOUND:
             self.cache.finish_binding(pod.uid)
             note = f"Successfully assigned {pod.key} to {node}"
             if pool is not None:
@@ -713,16 +721,16 @@ class Scheduler:
     async def _pre_bind_virtual(self, pod: PodInfo) -> BindOutcome | None:
         """Label a pod bound for a virtual node; None when done, else the bind's outcome."""
         try:
-            await self.client.patch(f"/api/v1/namespaces/{pod.namespace}/pods/{pod.name}",
+            await self.client.patch(_pod_path(pod),
                                     {"metadata": {"labels": {VIRTUAL_LABEL: "true"}}})
         except NotFoundError:
-            return "gone"
+            return BindOutcome.GONE
         except asyncio.CancelledError:
             raise
         except Exception as exc:
             log.warning("could not label the pod for its virtual node", pod=pod.key,
                         error=str(exc))
-            return "retry"
+            return BindOutcome.RETRY
         return None
 
     async def _guarded_binding(self, pod: PodInfo, node: str) -> BindOutcome:
@@ -733,7 +741,7 @@ class Scheduler:
             raise
         except Exception:
             log.exception("binding failed", pod=pod.key, node=node)
-            return "retry"
+            return BindOutcome.RETRY
 
     async def _send_binding(self, pod: PodInfo, node: str) -> BindOutcome:
         """The binding, within the concurrency bound and timed; the outcome of
@@ -757,9 +765,9 @@ class Scheduler:
 
     def _not_bound(self, uid: str, outcome: BindOutcome) -> None:
         """The queue's part of a binding that did not happen."""
-        if outcome == "gone":
+        if outcome is BindOutcome.GONE:
             self.queue.delete(uid)
-        elif outcome == "bound-elsewhere":
+        elif outcome is BindOutcome.BOUND_ELSEWHERE:
             self.queue.done(uid)
         else:
             self.queue.requeue_backoff(uid, "BindFailure")
@@ -771,7 +779,7 @@ class Scheduler:
             try:
                 await self.client.bind(pod.namespace, pod.name, node, uid=pod.uid,
                                        timeout=self.config.bind_timeout_seconds)
-                return "bound"
+                return BindOutcome.BOUND
             except (ConflictError, NotFoundError) as exc:
                 self._bind_error(exc)
                 return await self._reevaluate(pod, node)
@@ -779,17 +787,17 @@ class Scheduler:
                 self._bind_error(exc)
                 if not is_retryable(exc):
                     log.warning("binding refused", pod=pod.key, node=node, error=exc.message)
-                    return "retry"
+                    return BindOutcome.RETRY
             except Exception as exc:  # transport errors, timeouts
                 self._bind_error(exc)
                 if not is_retryable(exc):
                     log.warning("binding failed", pod=pod.key, node=node, error=str(exc))
-                    return "retry"
+                    return BindOutcome.RETRY
             if attempt < BIND_RETRIES:
                 await asyncio.sleep(delay)
                 delay *= 2
         log.warning("binding kept failing; requeueing", pod=pod.key, node=node)
-        return "retry"
+        return BindOutcome.RETRY
 
     def _bind_error(self, exc: BaseException) -> None:
         if self.metrics is not None:
@@ -799,20 +807,20 @@ class Scheduler:
     async def _reevaluate(self, pod: PodInfo, node: str) -> BindOutcome:
         """After a 409/404: find out what became of the pod."""
         try:
-            current = await self.client.get(f"/api/v1/namespaces/{pod.namespace}/pods/{pod.name}")
+            current = await self.client.get(_pod_path(pod))
         except NotFoundError:
-            return "gone"
+            return BindOutcome.GONE
         except Exception:
-            return "retry"
+            return BindOutcome.RETRY
         meta = current.get("metadata") or {}
         if meta.get("uid") != pod.uid:
-            return "gone"  # deleted and recreated: the new pod comes through the informer
+            return BindOutcome.GONE  # deleted and recreated: the new pod comes through the informer
         bound_to = (current.get("spec") or {}).get("nodeName")
         if bound_to == node:
-            return "bound"  # an earlier attempt that timed out did succeed
+            return BindOutcome.BOUND  # an earlier attempt that timed out did succeed
         if bound_to:
-            return "bound-elsewhere"
-        return "retry"
+            return BindOutcome.BOUND_ELSEWHERE
+        return BindOutcome.RETRY
 
     async def _set_unschedulable(self, pod: PodInfo, message: str, reason: str,
                                  decision: Obj | None = None) -> None:
@@ -823,7 +831,7 @@ class Scheduler:
                 current.get("message") != message or current.get("reason") != reason:
             condition = {"type": "PodScheduled", "status": "False", "reason": reason,
                          "message": message, "lastProbeTime": None,
-                         "lastTransitionTime": _now()}
+                         "lastTransitionTime": rfc3339()}
             try:
                 await self.client.patch_pod_status(pod.namespace, pod.name,
                                                    {"status": {"conditions": [condition]}})
@@ -836,7 +844,7 @@ class Scheduler:
     async def _annotate_decision(self, pod: PodInfo, decision: Obj) -> None:
         try:
             await self.client.patch(
-                f"/api/v1/namespaces/{pod.namespace}/pods/{pod.name}",
+                _pod_path(pod),
                 {"metadata": {"annotations": {DECISION_ANNOTATION: orjson.dumps(
                     decision).decode()}}}, "merge")
         except Exception as exc:
@@ -878,5 +886,5 @@ def _key(obj: Obj) -> str:
     return f"{meta.get('namespace')}/{meta.get('name')}"
 
 
-def _now() -> str:
-    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+def _pod_path(pod: PodInfo) -> str:
+    return api_path("v1", "pods", namespace=pod.namespace, name=pod.name)

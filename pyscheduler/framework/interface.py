@@ -20,12 +20,12 @@ values in ``0..MAX_NODE_SCORE`` for the feasible rows (other rows are ignored), 
 normalized the way the plugin's kube counterpart normalizes (``NormalizeScore``). The pipeline
 multiplies by the plugin's weight and sums.
 
-Outcomes are values (:class:`Status` with a :class:`Code`); exceptions are for faults.
+Outcomes are values (a :class:`FilterResult` with its :class:`Reason` s, a score array);
+exceptions are for faults.
 """
 
 from __future__ import annotations
 
-import enum
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Protocol
@@ -38,42 +38,14 @@ from pyscheduler.framework.pod import PodInfo
 
 __all__ = [
     "MAX_NODE_SCORE",
-    "Code",
     "CycleContext",
     "FilterPlugin",
     "FilterResult",
     "Reason",
     "ScorePlugin",
-    "Status",
 ]
 
 MAX_NODE_SCORE = 100
-
-
-class Code(enum.Enum):
-    SUCCESS = "Success"
-    UNSCHEDULABLE = "Unschedulable"
-    UNSCHEDULABLE_AND_UNRESOLVABLE = "UnschedulableAndUnresolvable"
-    ERROR = "Error"
-    SKIP = "Skip"
-
-
-@dataclass(frozen=True, slots=True)
-class Status:
-    code: Code
-    reasons: tuple[str, ...] = ()
-    plugin: str = ""
-
-    @property
-    def ok(self) -> bool:
-        return self.code is Code.SUCCESS
-
-    @property
-    def message(self) -> str:
-        return ", ".join(self.reasons)
-
-
-SUCCESS = Status(Code.SUCCESS)
 
 
 @dataclass(frozen=True, slots=True)

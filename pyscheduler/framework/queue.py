@@ -73,6 +73,14 @@ class SchedulingQueue:
         return {"active": len(self._in_active), "backoff": len(self._in_backoff),
                 "unschedulable": len(self.unschedulable), "gated": len(self.gated)}
 
+    def pending(self, uid: str) -> bool:
+        """Whether the pod is pending here (waiting in a sub-queue, or being scheduled)."""
+        return uid in self.entries
+
+    def waiting(self, uid: str) -> bool:
+        """Whether the pod is pending and not being scheduled right now."""
+        return uid in self.entries and uid not in self.in_flight
+
     def __len__(self) -> int:
         return len(self.entries)
 

@@ -47,13 +47,13 @@ import structlog
 from pyscheduler.kube.client import KubeClient, api_path
 from pyscheduler.kube.errors import KubeError, NotFoundError, is_retryable
 from pyscheduler.kube.tasks import bounded, cancel_and_wait
+from pyscheduler.api.times import micro_time, utcnow
 
 __all__ = [
     "EventRecorder",
     "EventType",
     "NOTE_LIMIT",
     "TokenBucket",
-    "micro_time",
     "object_reference",
 ]
 
@@ -67,13 +67,8 @@ EVENTS_API = "events.k8s.io/v1"
 _SeriesKey = tuple[str, str, str, str, str]
 
 
-def _utcnow() -> dt.datetime:
-    return dt.datetime.now(dt.timezone.utc)
 
 
-def micro_time(moment: dt.datetime) -> str:
-    """A ``metav1.MicroTime``: RFC 3339 in UTC with microseconds (``...T10:00:00.000123Z``)."""
-    return moment.astimezone(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
 def object_reference(obj: Obj) -> Obj:
@@ -135,7 +130,7 @@ class _Series:
     count: int = 1             # occurrences seen
     written: int = 0           # occurrences the server knows about
     last_seen: float = 0.0     # monotonic, for the window
-    last_observed: dt.datetime = field(default_factory=_utcnow)
+    last_observed: dt.datetime = field(default_factory=utcnow)
     last_write: float = 0.0    # monotonic
     created: bool = False
     queued: bool = False
@@ -167,7 +162,7 @@ class EventRecorder:
                  qps: float = 25.0, burst: int = 100, max_queue: int = 1000,
                  max_series: int = 10000, retries: int = 3,
                  clock: Callable[[], float] = time.monotonic,
-                 wall_clock: Callable[[], dt.datetime] = _utcnow) -> None:
+                 wall_clock: Callable[[], dt.datetime] = utcnow) -> None:
         if not reporting_instance:
             raise ValueError("reporting_instance must not be empty")
         self.client = client

@@ -48,8 +48,8 @@ import structlog
 
 from pyscheduler.kube.client import KubeClient, api_path
 from pyscheduler.kube.errors import KubeError, NotFoundError
-from pyscheduler.kube.events import micro_time
 from pyscheduler.kube.tasks import bounded, cancel_and_wait
+from pyscheduler.api.times import micro_time, utcnow
 
 __all__ = ["JITTER_FACTOR", "LeaderElector"]
 
@@ -63,8 +63,6 @@ _RECORD_FIELDS = ("holderIdentity", "leaseDurationSeconds", "acquireTime", "rene
                   "leaseTransitions")
 
 
-def _utcnow() -> dt.datetime:
-    return dt.datetime.now(dt.timezone.utc)
 
 
 def _record(lease: Obj) -> tuple[Any, ...]:
@@ -92,7 +90,7 @@ class LeaderElector:
                  on_stopped_leading: Callable[[], None] | None = None,
                  on_new_leader: Callable[[str], None] | None = None,
                  clock: Callable[[], float] = time.monotonic,
-                 wall_clock: Callable[[], dt.datetime] = _utcnow,
+                 wall_clock: Callable[[], dt.datetime] = utcnow,
                  rng: random.Random | None = None) -> None:
         if not identity:
             raise ValueError("identity must not be empty")

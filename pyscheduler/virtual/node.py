@@ -65,9 +65,9 @@ from pyscheduler.api.names import (
 from pyscheduler.api.quantity import format_quantity
 from pyscheduler.kube.client import KubeClient, api_path
 from pyscheduler.kube.errors import AlreadyExistsError, KubeError, NotFoundError
-from pyscheduler.kube.events import micro_time
 from pyscheduler.kube.tasks import bounded, cancel_and_wait
 from pyscheduler.virtual.types import CloudAdapter, CloudError, PoolCapacity
+from pyscheduler.api.times import micro_time, rfc3339, utcnow
 
 __all__ = [
     "CLOUD_UNAVAILABLE",
@@ -97,12 +97,8 @@ _POOL_NAME = re.compile(r"^[a-z0-9]([-a-z0-9]{0,48}[a-z0-9])?$")
 _LABEL_VALUE = re.compile(r"^([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?$")
 
 
-def _utcnow() -> dt.datetime:
-    return dt.datetime.now(dt.timezone.utc)
 
 
-def _rfc3339(moment: dt.datetime) -> str:
-    return moment.astimezone(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 @dataclass(frozen=True, slots=True)
@@ -202,7 +198,7 @@ def virtual_node(pool: PoolConfig, capacity: dict[str, str], *, ready: bool = Tr
                  message: str = "", now: dt.datetime | None = None,
                  annotations: dict[str, str] | None = None) -> Obj:
     """The Node object registered for ``pool`` (the shape a kubelet registers)."""
-    stamp = _rfc3339(now or _utcnow())
+    stamp = rfc3339(now or utcnow())
     return {
         "apiVersion": "v1", "kind": "Node",
         "metadata": {"name": pool.node_name, "labels": _labels(pool),
@@ -276,7 +272,7 @@ class VirtualNodeManager:
                  *, heartbeat_seconds: float = 10.0, refresh_seconds: float = 15.0,
                  not_ready_after_seconds: float = 120.0, cloud_timeout_seconds: float = 10.0,
                  clock: Callable[[], float] = time.monotonic,
-                 wall_clock: Callable[[], dt.datetime] = _utcnow) -> None:
+                 wall_clock: Callable[[], dt.datetime] = utcnow) -> None:
         if not pools:
             raise ValueError("at least one pool is needed")
         names = [p.name for p in pools]
@@ -297,7 +293,7 @@ class VirtualNodeManager:
         self.lease_duration_seconds = max(DEFAULT_LEASE_SECONDS, math.ceil(4 * heartbeat_seconds))
         self._clock = clock
         self._wall_clock = wall_clock
-        stamp = _rfc3339(wall_clock())
+        stamp = rfc3339(wall_clock())
         self._state = {p.name: _PoolState(p, stamp) for p in pools}
         self._tasks: list[asyncio.Task[None]] = []
         # Counters for metrics.
@@ -408,7 +404,7 @@ class VirtualNodeManager:
 
     def _set_ready(self, state: _PoolState, ready: bool) -> None:
         state.ready = ready
-        state.transition = _rfc3339(self._wall_clock())
+        state.transition = rfc3339(self._wall_clock())
 
     def _ready_message(self, state: _PoolState) -> str:
         if state.ready:
@@ -417,7 +413,7 @@ class VirtualNodeManager:
                 f"{self.not_ready_after_seconds:g}s or more: {state.last_error}")
 
     def _status(self, state: _PoolState) -> Obj:
-        heartbeat = _rfc3339(self._wall_clock())
+        heartbeat = rfc3339(self._wall_clock())
         status: Obj = {"conditions": _conditions(state.ready, self._ready_message(state),
                                                  heartbeat, state.transition, state.since)}
         if state.capacity is not None:

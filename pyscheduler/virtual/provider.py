@@ -57,7 +57,6 @@ import asyncio
 import collections
 import datetime as dt
 import functools
-import math
 import random
 import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
@@ -75,6 +74,7 @@ from pyscheduler.api.names import (
 )
 from pyscheduler.api.quantity import QuantityError, milli_value, value
 from pyscheduler.kube.client import KubeClient, api_path
+from pyscheduler.api.times import rfc3339, utcnow
 from pyscheduler.kube.errors import ConflictError, KubeError, NotFoundError
 from pyscheduler.kube.events import EventRecorder, EventType
 from pyscheduler.kube.informer import Handlers, Informer
@@ -337,18 +337,14 @@ def build_instance_request(pod: Obj, pool: str) -> Conversion:
 # -- pure mapping: instance -> pod status -------------------------------------------------------
 
 @functools.lru_cache(maxsize=4096)
-def _second_rfc3339(second: int) -> str:
-    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(second))
 
 
-def _rfc3339(moment: dt.datetime) -> str:
-    return _second_rfc3339(math.floor(moment.timestamp()))
 
 
 def _unix_rfc3339(seconds: float, fallback: str) -> str:
     if seconds <= 0:
         return fallback
-    return _second_rfc3339(math.floor(seconds))
+    return rfc3339(seconds)
 
 
 def _current_conditions(pod: Obj) -> dict[str, Obj]:
@@ -395,7 +391,7 @@ def instance_pod_status(pod: Obj, instance: Instance, *, now: dt.datetime) -> Ob
     ``instance``, shaped as a kubelet reports a pod: phase, ``podIP``/``hostIP`` (a container
     instance is its own host, as on Fargate), ``startTime``, one ``containerStatuses`` entry per
     container of the spec, and the PodScheduled/Initialized/ContainersReady/Ready conditions."""
-    stamp = _rfc3339(now)
+    stamp = rfc3339(now)
     spec = pod.get("spec") or {}
     current = pod.get("status") or {}
     reported = {name: (ready, restarts) for name, ready, restarts in instance.containers}
@@ -458,14 +454,14 @@ def provider_failed_status(pod: Obj, message: str, *, final: bool, now: dt.datet
         status["phase"] = "Failed"
         status["conditions"] = _conditions(pod, (
             ("ContainersReady", False, REASON_PROVIDER_FAILED, message),
-            ("Ready", False, REASON_PROVIDER_FAILED, message)), _rfc3339(now))
+            ("Ready", False, REASON_PROVIDER_FAILED, message)), rfc3339(now))
     return status
 
 
 def lost_pod_status(pod: Obj, message: str, *, now: dt.datetime) -> Obj:
     """The pod status once its instance vanished: Failed with reason ``NotFound``; containers
     terminated the way a kubelet reports a container it can no longer find."""
-    stamp = _rfc3339(now)
+    stamp = rfc3339(now)
     statuses = []
     previous = {str(cs.get("name")): cs for cs in (pod.get("status") or {}).get(
         "containerStatuses") or () if isinstance(cs, dict)}
@@ -638,8 +634,6 @@ class _Tracked:
                 "name": self.name, "uid": self.uid}
 
 
-def _utcnow() -> dt.datetime:
-    return dt.datetime.now(dt.timezone.utc)
 
 
 def _uid(pod: Obj) -> str:
@@ -683,7 +677,7 @@ class VirtualPodProvider:
                  status_poll_seconds: float = 1.0, retry_backoff_seconds: float = 1.0,
                  retry_backoff_max_seconds: float = 30.0, cloud_timeout_seconds: float = 30.0,
                  workers: int = 16, clock: Callable[[], float] = time.monotonic,
-                 wall_clock: Callable[[], dt.datetime] = _utcnow,
+                 wall_clock: Callable[[], dt.datetime] = utcnow,
                  rng: random.Random | None = None, pods: Informer | None = None) -> None:
         if not pools:
             raise ValueError("at least one pool is needed")

@@ -77,6 +77,7 @@ from pyscheduler.kube.errors import (
 )
 from pyscheduler.kube.tasks import cancel_and_wait
 from pyscheduler.virtual.types import Placement
+from pyscheduler.kube.client import api_path
 
 __all__ = ["RETRY_AFTER_ROLL_BACK_SECONDS", "Rebalancer", "move_record"]
 
@@ -368,7 +369,7 @@ class Rebalancer:
     # -- make-before-break, recorded on the pod ---------------------------------------------------
 
     def _pod_path(self, namespace: str, name: str) -> str:
-        return f"/api/v1/namespaces/{namespace}/pods/{name}"
+        return api_path("v1", "pods", namespace=namespace, name=name)
 
     async def _current(self, obj: Obj) -> Obj | None:
         """The pod as the API server has it now, if it is still the same pod, on its virtual
@@ -425,7 +426,7 @@ class Rebalancer:
         except (ConflictError, NotFoundError):
             return False
         try:
-            await client.create(f"/api/v1/namespaces/{ns}/pods",
+            await client.create(api_path("v1", "pods", namespace=ns),
                                 self._copy_of(current, node, copy_name))
         except AlreadyExistsError:
             pass  # made by an earlier attempt of this very move
@@ -539,7 +540,7 @@ class Rebalancer:
         try:
             await client.patch(self._pod_path(ns, name), {
                 "metadata": {"annotations": {DELETION_COST_ANNOTATION: "-1000"}}})
-            await client.create(f"/api/v1/namespaces/{ns}/pods/{name}/eviction", {
+            await client.create(api_path("v1", "pods", namespace=ns, name=name, subresource="eviction"), {
                 "apiVersion": "policy/v1", "kind": "Eviction",
                 "metadata": {"name": name, "namespace": ns},
                 "deleteOptions": {"preconditions": {"uid": uid}}})

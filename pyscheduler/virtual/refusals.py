@@ -31,6 +31,7 @@ from pyscheduler.framework.pod import PodSpecError, pod_info
 from pyscheduler.kube.errors import AlreadyExistsError, KubeError
 from pyscheduler.virtual.node import PoolConfig
 from pyscheduler.virtual.types import Placement
+from pyscheduler.kube.client import api_path
 
 __all__ = ["REFUSAL_TTL_SECONDS", "RefusalHandler", "next_pool_pod", "pools_for"]
 
@@ -121,7 +122,7 @@ class RefusalHandler:
         new_meta = replacement["metadata"]
         try:
             await self.placement.client.create(
-                f"/api/v1/namespaces/{new_meta['namespace']}/pods", replacement)
+                api_path("v1", "pods", namespace=new_meta["namespace"]), replacement)
         except AlreadyExistsError:
             pass  # made before a restart: the copy exists already
         except KubeError as exc:

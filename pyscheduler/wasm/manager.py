@@ -51,7 +51,6 @@ filter call fails, the score call of the same pod is not made and the policy app
 from __future__ import annotations
 
 import asyncio
-import datetime as dt
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -62,12 +61,14 @@ from typing import Any
 import numpy as np
 import structlog
 
+from pyscheduler.api.times import rfc3339
 from pyscheduler.api.names import FRAGMENT_ANNOTATION
 from pyscheduler.settings import FragmentsConfig
 from pyscheduler.framework.interface import CycleContext, FilterResult, Reason
 from pyscheduler.framework.nodetable import BoolArray, IntArray, NodeTable
 from pyscheduler.framework.pipeline import Selection, StageFailed, StageOverride, StageUnavailable
 from pyscheduler.framework.pod import PodInfo
+from pyscheduler.kube.client import api_path
 from pyscheduler.kube.errors import NotFoundError
 from pyscheduler.kube.informer import Backoff, Informer
 from pyscheduler.kube.tasks import Supervisor, cancel_and_wait
@@ -77,9 +78,9 @@ from pyscheduler.wasm.errors import CallError, FragmentError, StorageError
 from pyscheduler.wasm.fragment import Answers, Breaker, BreakerState, Fragment, unchanged_rows
 from pyscheduler.wasm.guestlog import GuestLog
 from pyscheduler.wasm.resource import (
+    API_VERSION,
     GROUP,
     PLURAL,
-    VERSION,
     FragmentLimits,
     FragmentSpec,
     ResourceError,
@@ -101,7 +102,7 @@ __all__ = [
 log = structlog.get_logger("pyscheduler.wasm")
 
 PACKAGED_DIR = Path(__file__).parent / "fragments"
-RESOURCE_PATH = f"/apis/{GROUP}/{VERSION}/{PLURAL}"
+RESOURCE_PATH = api_path(API_VERSION, PLURAL)
 CRD_INSTALL_HINT = "kubectl apply -f manifests/crd-wsspschedulerconfiguration.yaml"
 CRD_CHECK_SECONDS = 30.0
 FETCH_RETRY_INITIAL_SECONDS = 10.0
@@ -138,9 +139,6 @@ def _override_name(resource: str) -> str:
     """The name of a resource's stage override (and of its shadow metrics' series)."""
     return f"fragment:{resource}"
 
-
-def _rfc3339(after: float = 0.0) -> str:
-    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time() + after))
 
 
 def packaged_spec(name: str, version: Version) -> FragmentSpec:
@@ -317,7 +315,7 @@ class FragmentManager:
             self._patch_status(resource, status_patch(
                 entry.phase, generation=entry.spec.generation, message=entry.message,
                 digest=frag.digest if frag else None, runtime=frag.runtime if frag else None,
-                now=_rfc3339(), next_attempt=entry.next_attempt))
+                now=rfc3339(), next_attempt=entry.next_attempt))
 
     # -- loading -------------------------------------------------------------------------------
 
@@ -396,7 +394,7 @@ class FragmentManager:
             self._count_load(resource, "failure")
             log.warning("fragment resource invalid", fragment=resource, error=message)
             self._patch_status(resource, status_patch(
-                "Failed", generation=generation, message=message, now=_rfc3339(),
+                "Failed", generation=generation, message=message, now=rfc3339(),
                 previous=obj.get("status")))
             return
         if entry is None:
@@ -409,7 +407,7 @@ class FragmentManager:
         entry.next_attempt = None
         self._patch_status(resource, status_patch(
             "Loading", generation=generation, message="fetching and compiling",
-            now=_rfc3339(), previous=obj.get("status")))
+            now=rfc3339(), previous=obj.get("status")))
         self._start_loading(resource, spec, obj)
 
     def _start_loading(self, resource: str, spec: FragmentSpec, obj: dict[str, Any],
@@ -463,7 +461,7 @@ class FragmentManager:
                  runtime=frag.runtime, load_seconds=round(frag.load_seconds, 3))
         self._patch_status(resource, status_patch(
             "Ready", generation=spec.generation, message="serving", digest=frag.digest,
-            runtime=frag.runtime, load_seconds=frag.load_seconds, now=_rfc3339(),
+            runtime=frag.runtime, load_seconds=frag.load_seconds, now=rfc3339(),
             previous=obj.get("status")))
         if self.on_ready is not None:
             self.on_ready(resource)
@@ -483,7 +481,7 @@ class FragmentManager:
                 initial, maximum = self.fetch_retry_seconds
                 entry.retry = Backoff(initial=initial, maximum=maximum)
             delay = entry.retry.next()
-            next_attempt = _rfc3339(delay)
+            next_attempt = rfc3339(time.time() + delay)
             kept += f"; retrying at {next_attempt}"
             self._start_loading(resource, spec, obj, delay)
         else:
@@ -491,7 +489,7 @@ class FragmentManager:
         entry.phase, entry.message, entry.next_attempt = "Failed", message + kept, next_attempt
         log.warning("fragment load failed", fragment=resource, error=message + kept)
         self._patch_status(resource, status_patch(
-            "Failed", generation=spec.generation, message=message + kept, now=_rfc3339(),
+            "Failed", generation=spec.generation, message=message + kept, now=rfc3339(),
             previous=obj.get("status"), next_attempt=next_attempt))
 
     def _on_deleted(self, obj: dict[str, Any]) -> None:
@@ -526,7 +524,8 @@ class FragmentManager:
         async def send() -> None:
             async with lock:
                 try:
-                    await client.patch(f"{RESOURCE_PATH}/{resource}/status", patch)
+                    await client.patch(api_path(API_VERSION, PLURAL, name=resource,
+                                                subresource="status"), patch)
                 except Exception as exc:  # status is informative; scheduling must not wait
                     log.warning("could not update fragment status", fragment=resource,
                                 error=str(exc))
@@ -555,12 +554,12 @@ class FragmentManager:
             return  # a new generation is on its way: its status is what matters
         if state == "open":
             entry.phase, entry.message = "Quarantined", message
-            entry.next_attempt = _rfc3339(fragment.breaker.seconds_left())
+            entry.next_attempt = rfc3339(time.time() + fragment.breaker.seconds_left())
         else:
             entry.phase, entry.message, entry.next_attempt = "Ready", "serving", None
         self._patch_status(resource, status_patch(
             entry.phase, generation=spec.generation, message=entry.message,
-            digest=fragment.digest, runtime=fragment.runtime, now=_rfc3339(),
+            digest=fragment.digest, runtime=fragment.runtime, now=rfc3339(),
             next_attempt=entry.next_attempt))
 
     # -- stage overrides -----------------------------------------------------------------------

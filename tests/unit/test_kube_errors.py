@@ -9,7 +9,8 @@ from typing import Any
 import pytest
 
 from pyscheduler.kube import errors
-from pyscheduler.kube.events import TokenBucket, micro_time, object_reference
+from pyscheduler.api.times import micro_time
+from pyscheduler.kube.events import TokenBucket, object_reference
 from pyscheduler.kube.informer import Backoff, object_key
 
 

@@ -133,3 +133,15 @@ def test_pop_waits_for_a_pod() -> None:
         entry = await asyncio.wait_for(q.pop(), 2)
         return entry.pod.name
     assert asyncio.run(run()) == "late"
+
+
+def test_pending_and_waiting_follow_a_pod_through_its_attempt() -> None:
+    q = SchedulingQueue(clock=Clock())
+    q.add(pod("p"))
+    assert q.pending("uid-p") and q.waiting("uid-p")
+    entry = q.pop_nowait()
+    assert entry is not None and q.pending("uid-p") and not q.waiting("uid-p")  # in flight
+    q.requeue_backoff("uid-p")
+    assert q.pending("uid-p") and q.waiting("uid-p")
+    q.delete("uid-p")
+    assert not q.pending("uid-p") and not q.waiting("uid-p")
