@@ -87,33 +87,14 @@ from pyscheduler.settings import (
 )
 
 __all__ = [
-    "ASSUMED_POD_TTL_SECONDS",
-    "BIND_CONCURRENCY",
-    "BIND_TIMEOUT_SECONDS",
-    "MAX_CALL_TIMEOUT_MILLISECONDS",
+    "RESERVED_POOL_LABELS",
+    "RUNTIMES",
     "ConfigError",
-    "DEFAULT_FILTER_PLUGINS",
-    "DEFAULT_METRICS_ADDRESS",
-    "DEFAULT_SCHEDULER_NAME",
-    "DEFAULT_SCORE_WEIGHTS",
-    "FILTER_PLUGINS",
     "FieldError",
-    "LOG_LEVELS",
-    "LeaderElectionConfig",
-    "PluginsConfig",
-    "ResourceWeight",
-    "SCORE_PLUGINS",
-    "SCORING_STRATEGY_TYPES",
-    "SchedulerConfig",
-    "ScorePlugin",
-    "ScoringStrategy",
-    "default_identity",
     "dump_config",
-    "is_int",
     "load_config",
     "parse_config",
     "parse_host_port",
-    "render_value",
 ]
 _DNS1123_LABEL = r"[a-z0-9]([-a-z0-9]*[a-z0-9])?"
 _DNS1123_SUBDOMAIN_RE: Final = re.compile(rf"{_DNS1123_LABEL}(\.{_DNS1123_LABEL})*")

@@ -12,19 +12,21 @@ import pytest
 import yaml
 
 from pyscheduler.config import (
-    FILTER_PLUGINS,
     ConfigError,
     FieldError,
+    dump_config,
+    load_config,
+    parse_config,
+    parse_host_port,
+)
+from pyscheduler.settings import (
+    FILTER_PLUGINS,
     LeaderElectionConfig,
     PluginsConfig,
     ResourceWeight,
     SchedulerConfig,
     ScorePlugin,
     ScoringStrategy,
-    dump_config,
-    load_config,
-    parse_config,
-    parse_host_port,
 )
 
 SRC = "scheduler.yaml"

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from pyscheduler.config import RebalancerConfig, parse_config
+from pyscheduler.config import parse_config
+from pyscheduler.settings import RebalancerConfig
 from pyscheduler.framework.cache import Cache
 from pyscheduler.framework.interface import CycleContext
 from pyscheduler.framework.nodetable import node_info

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 import yaml
 
-from pyscheduler.config import MAX_CALL_TIMEOUT_MILLISECONDS
+from pyscheduler.settings import MAX_CALL_TIMEOUT_MILLISECONDS
 from pyscheduler.wasm.resource import (
     CRD_PATH,
     GROUP,
