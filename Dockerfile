@@ -1,7 +1,7 @@
 # syntax=docker/dockerfile:1
 #
 # The pyscheduler image: `make image` builds it (docker or podman), hack/kind-e2e.sh runs the
-# end-to-end tests against it in a kind cluster, and tests/integration/test_image.py runs the
+# end-to-end tests against it in a kind cluster, and tests/packaging/test_image.py runs the
 # same installation (the wheel in a fresh virtual environment, started as below) on the
 # embedded cluster.
 #
@@ -19,7 +19,7 @@
 # to files under $TMPDIR (/tmp): mount an emptyDir at /tmp when you run it that way.
 
 # wasmtime's wheels are built for every CPython from 3.9 on; 3.11 is what the project is tested
-# with (tests/integration/test_image.py checks that the two agree).
+# with (tests/packaging/test_image.py checks that the two agree).
 ARG PYTHON_VERSION=3.11
 
 FROM python:${PYTHON_VERSION}-slim AS builder

@@ -4,7 +4,7 @@ and its metrics endpoint.
 The suite runs against whatever cluster ``E2E_KUBECONFIG`` names, where pyscheduler already runs:
 
 * ``hack/kind-e2e.sh`` — a kind cluster with the container image and ``manifests/`` applied;
-* ``tests/integration/test_image.py`` — the embedded cluster with the built wheel installed in a
+* ``tests/packaging/test_image.py`` — the embedded cluster with the built wheel installed in a
   fresh virtual environment and started as the image starts it.
 
 It is collected only when asked for by path (``pytest tests/e2e``); a plain ``pytest`` at the
@@ -157,7 +157,7 @@ def e2e() -> E2EConfig:
     settings = load_e2e_config()
     if settings is None:
         pytest.skip("E2E_KUBECONFIG is not set: the end-to-end suite needs a cluster running "
-                    "pyscheduler (hack/kind-e2e.sh, or tests/integration/test_image.py)")
+                    "pyscheduler (hack/kind-e2e.sh, or tests/packaging/test_image.py)")
     return settings
 
 

@@ -418,7 +418,8 @@ def test_runtime_selection() -> None:
 def test_wasmtime_without_the_direct_call_path() -> None:
     """The public-API fallback used when wasmtime's ctypes bindings change shape."""
     pytest.importorskip("wasmtime")
-    runtime = vm.WasmtimeRuntime()
+    from pyscheduler.wasm.vm_wasmtime import WasmtimeRuntime
+    runtime = WasmtimeRuntime()
     runtime._fast = None
     module = runtime.compile(GUEST, SMALL)
     instance = module.instantiate()
