@@ -10,9 +10,10 @@ Design
 * **Kubernetes here, the cloud behind the adapter.** As in virtual-kubelet
   (``node/podcontroller.go`` + a small provider interface), everything Kubernetes-facing —
   informers, the work queue, status patches through ``pods/status``, events, retries — lives in
-  this module; the adapter only creates, gets, lists and deletes instances. The pure functions
-  :func:`build_instance_request` (pod → :class:`InstanceRequest`) and :func:`instance_pod_status`
-  (instance → pod status) hold the mapping and are unit-tested without any I/O.
+  this module; the adapter only creates, gets, lists and deletes instances. The mapping lives
+  in pure modules, unit-tested without any I/O: :mod:`~pyscheduler.virtual.conversion`
+  (pod → :class:`InstanceRequest`) and :mod:`~pyscheduler.virtual.podstatus` (instance → pod
+  status); the keyed queue is :mod:`~pyscheduler.virtual.workqueue`.
 * **Errors are classified, as virtual-kubelet classifies them**, from :class:`CloudError.kind`:
   ``rejected`` (and ``not_found`` on create: the request itself is wrong, e.g. over quota) is
   retried with exponential backoff ``create_retries`` times, the pod showing reason
@@ -56,30 +57,31 @@ from __future__ import annotations
 import asyncio
 import collections
 import datetime as dt
-import functools
 import random
 import time
-from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, NoReturn, Protocol
 
 import structlog
 
-from pyscheduler.api.names import (
-    INSTANCE_ANNOTATION,
-    TAG_POD_NAME,
-    TAG_POD_NAMESPACE,
-    TAG_POD_UID,
-    TAG_POOL,
-)
-from pyscheduler.api.quantity import QuantityError, milli_value, value
+from pyscheduler.api.names import INSTANCE_ANNOTATION
+from pyscheduler.api.quantity import value
+from pyscheduler.api.times import utcnow
 from pyscheduler.kube.client import KubeClient, api_path
-from pyscheduler.api.times import rfc3339, utcnow
 from pyscheduler.kube.errors import ConflictError, KubeError, NotFoundError
 from pyscheduler.kube.events import EventRecorder, EventType
 from pyscheduler.kube.informer import Handlers, Informer
 from pyscheduler.kube.tasks import bounded, cancel_and_wait
+from pyscheduler.virtual.conversion import PodConversionError, build_instance_request
 from pyscheduler.virtual.node import PoolConfig, describe_cloud_failure
+from pyscheduler.virtual.podstatus import (
+    instance_pod_status,
+    lost_pod_status,
+    merged_status_key,
+    provider_failed_status,
+    status_key,
+)
 from pyscheduler.virtual.types import (
     FAILED,
     PENDING,
@@ -87,19 +89,16 @@ from pyscheduler.virtual.types import (
     SUCCEEDED,
     CloudAdapter,
     CloudError,
-    ContainerSpec,
     Instance,
-    InstanceRequest,
 )
+from pyscheduler.virtual.workqueue import WorkQueue
 
 __all__ = [
     "ACTION_CREATE",
     "ACTION_DELETE",
     "ACTION_GET",
-    "Conversion",
     "METRIC_NAMES",
     "OnCreateFailed",
-    "PodConversionError",
     "ProviderMetrics",
     "REASON_CREATE",
     "REASON_RUNNING",
@@ -107,16 +106,10 @@ __all__ = [
     "REASON_DELETE",
     "REASON_DELETE_FAILED",
     "REASON_INSTANCE_NOT_FOUND",
-    "REASON_PROVIDER_FAILED",
     "REASON_UNSUPPORTED",
     "VirtualPodProvider",
-    "build_instance_request",
     "event_note",
-    "instance_pod_status",
-    "lost_pod_status",
     "parse_instance_annotation",
-    "provider_failed_status",
-    "status_changed",
 ]
 
 log = structlog.get_logger("pyscheduler.virtual.provider")
@@ -136,9 +129,6 @@ REASON_RUNNING = "ProviderRunning"
 ACTION_CREATE = "CreateInstance"
 ACTION_DELETE = "DeleteInstance"
 ACTION_GET = "GetInstance"
-# Pod status reasons.
-REASON_PROVIDER_FAILED = "ProviderFailed"
-REASON_NOT_FOUND = "NotFound"
 
 # Counter names, as kept in ``VirtualPodProvider.counters`` (and ``pool_counters``).
 METRIC_INSTANCES_CREATED = "instances_created"
@@ -153,13 +143,6 @@ METRIC_NAMES = (METRIC_INSTANCES_CREATED, METRIC_CREATE_FAILURES, METRIC_INSTANC
                 METRIC_PODS_LOST)
 
 _TERMINAL = ("Succeeded", "Failed")
-# Resources a container instance is sized by; anything else (GPUs, hugepages) cannot be
-# honoured by the adapter's request, so such a pod is refused rather than run without it.
-_SIZED = ("cpu", "memory")
-_IGNORED_RESOURCES = ("ephemeral-storage",)
-# The conditions the provider owns on a pod (others, such as readiness gates, are left alone).
-_POD_CONDITIONS = ("PodScheduled", "PodReadyToStartContainers", "Initialized",
-                   "ContainersReady", "Ready")
 
 
 class _CounterChild(Protocol):
@@ -197,323 +180,6 @@ class ProviderMetrics(Protocol):
     def cloud_orphan_instances(self) -> _GaugeFamily: ...      # labels: pool
 
 
-# -- pure mapping: pod -> instance request ------------------------------------------------------
-
-class PodConversionError(ValueError):
-    """The pod cannot be run as a container instance; ``problems`` names each reason."""
-
-    def __init__(self, problems: Sequence[str]) -> None:
-        super().__init__("; ".join(problems))
-        self.problems = tuple(problems)
-
-
-@dataclass(frozen=True, slots=True)
-class Conversion:
-    """An instance request made from a pod, and what of the pod it leaves out (one note each,
-    e.g. an environment variable that refers to a Secret)."""
-
-    request: InstanceRequest
-    skipped: tuple[str, ...] = ()
-
-
-def _strings(raw: Any, where: str, problems: list[str]) -> tuple[str, ...]:
-    if raw is None:
-        return ()
-    if not isinstance(raw, list) or not all(isinstance(x, str) for x in raw):
-        problems.append(f"{where}: must be a list of strings")
-        return ()
-    return tuple(raw)
-
-
-def _quantities(raw: Any, where: str, problems: list[str]) -> dict[str, int]:
-    """A resource list as integers: cpu in millicores, everything else in units."""
-    if raw is None:
-        return {}
-    if not isinstance(raw, Mapping):
-        problems.append(f"{where}: must be a map of resource name to quantity")
-        return {}
-    out: dict[str, int] = {}
-    for name, q in raw.items():
-        try:
-            amount = milli_value(q) if name == "cpu" else value(q)
-        except (QuantityError, TypeError):
-            problems.append(f"{where}.{name}: {q!r} is not a valid quantity")
-            continue
-        if amount < 0:
-            problems.append(f"{where}.{name}: must not be negative, got {q!r}")
-            continue
-        out[str(name)] = amount
-    return out
-
-
-def _container(c: Any, where: str, problems: list[str],
-               skipped: list[str]) -> ContainerSpec | None:
-    if not isinstance(c, Mapping):
-        problems.append(f"{where}: must be an object")
-        return None
-    name = c.get("name")
-    image = c.get("image")
-    if not isinstance(name, str) or not name:
-        problems.append(f"{where}.name: required")
-        return None
-    if not isinstance(image, str) or not image:
-        problems.append(f"{where}.image: required")
-        return None
-    env: dict[str, str] = {}
-    for i, var in enumerate(c.get("env") or ()):
-        if not isinstance(var, Mapping) or not isinstance(var.get("name"), str):
-            problems.append(f"{where}.env[{i}]: must be an object with a name")
-            continue
-        if var.get("valueFrom") is not None:
-            # Secret, ConfigMap, field and resource references are resolved by a kubelet;
-            # the cloud has no access to the API server.
-            kind = next(iter(var["valueFrom"]), "valueFrom") \
-                if isinstance(var["valueFrom"], Mapping) else "valueFrom"
-            skipped.append(f"container {name}: env {var['name']} ({kind}) skipped: the cloud "
-                           "cannot resolve references")
-            continue
-        env[var["name"]] = str(var.get("value") or "")
-    for i, source in enumerate(c.get("envFrom") or ()):
-        kind = next(iter(source), "envFrom") if isinstance(source, Mapping) else "envFrom"
-        skipped.append(f"container {name}: envFrom[{i}] ({kind}) skipped: the cloud cannot "
-                       "resolve references")
-    resources = c.get("resources") or {}
-    if not isinstance(resources, Mapping):
-        problems.append(f"{where}.resources: must be an object")
-        resources = {}
-    requests = _quantities(resources.get("requests"), f"{where}.resources.requests", problems)
-    limits = _quantities(resources.get("limits"), f"{where}.resources.limits", problems)
-    # An instance has one size: the requests, defaulted from the limits (API server defaulting).
-    sized = {**limits, **requests}
-    unsupported = sorted(k for k in sized if k not in _SIZED and k not in _IGNORED_RESOURCES)
-    if unsupported:
-        problems.append(f"{where}.resources: {', '.join(unsupported)} cannot be provided by a "
-                        "cloud container instance")
-    return ContainerSpec(
-        name=name, image=image,
-        command=_strings(c.get("command"), f"{where}.command", problems),
-        args=_strings(c.get("args"), f"{where}.args", problems),
-        env=env, cpu_millis=sized.get("cpu", 0), memory_bytes=sized.get("memory", 0))
-
-
-def build_instance_request(pod: Obj, pool: str) -> Conversion:
-    """The instance request for ``pod`` in ``pool``.
-
-    Each container keeps its image, command, args and plain ``env`` values; references
-    (``valueFrom``, ``envFrom``) are left out and named in :attr:`Conversion.skipped`. Sizes are
-    the requests, defaulted from the limits. The pod UID is the idempotency key and a tag.
-    Volumes, ports and probes are not part of an instance and are ignored. Raises
-    :class:`PodConversionError` for what would run *differently* if ignored: init containers,
-    extended resources (GPUs, hugepages), a pod without containers, malformed fields.
-    """
-    meta = pod.get("metadata") or {}
-    spec = pod.get("spec") or {}
-    problems: list[str] = []
-    skipped: list[str] = []
-    uid = meta.get("uid")
-    if not isinstance(uid, str) or not uid:
-        problems.append("metadata.uid: required")
-    if spec.get("initContainers"):
-        problems.append("spec.initContainers: init containers cannot run in a cloud container "
-                        "instance")
-    raw = spec.get("containers")
-    if not isinstance(raw, list) or not raw:
-        problems.append("spec.containers: at least one container is required")
-        raw = []
-    containers = [_container(c, f"spec.containers[{i}]", problems, skipped)
-                  for i, c in enumerate(raw)]
-    if problems:
-        raise PodConversionError(problems)
-    namespace = str(meta.get("namespace") or "default")
-    name = str(meta.get("name") or "")
-    request = InstanceRequest(
-        pool=pool, pod_uid=str(uid), namespace=namespace, name=name,
-        containers=tuple(c for c in containers if c is not None),
-        tags={TAG_POD_UID: str(uid), TAG_POD_NAMESPACE: namespace, TAG_POD_NAME: name,
-              TAG_POOL: pool})
-    return Conversion(request, tuple(skipped))
-
-
-# -- pure mapping: instance -> pod status -------------------------------------------------------
-
-@functools.lru_cache(maxsize=4096)
-
-
-
-
-def _unix_rfc3339(seconds: float, fallback: str) -> str:
-    if seconds <= 0:
-        return fallback
-    return rfc3339(seconds)
-
-
-def _current_conditions(pod: Obj) -> dict[str, Obj]:
-    status = pod.get("status") or {}
-    return {str(c.get("type")): c for c in status.get("conditions") or ()
-            if isinstance(c, dict)}
-
-
-def _conditions(pod: Obj, wanted: Iterable[tuple[str, bool, str, str]], now: str) -> list[Obj]:
-    """Conditions with ``lastTransitionTime`` kept from the pod when the status is unchanged."""
-    current = _current_conditions(pod)
-    out = []
-    for type_, ok, reason, message in wanted:
-        status = "True" if ok else "False"
-        previous = current.get(type_)
-        since = now
-        if previous is not None and previous.get("status") == status \
-                and previous.get("lastTransitionTime"):
-            since = str(previous["lastTransitionTime"])
-        condition: Obj = {"type": type_, "status": status, "lastProbeTime": None,
-                          "lastTransitionTime": since}
-        # A strategic merge keeps fields a list item leaves out: a reason or message that no
-        # longer holds (Ready turning True after ContainersNotReady) is deleted with null.
-        for key, value in (("reason", reason), ("message", message)):
-            if value:
-                condition[key] = value
-            elif previous is not None and previous.get(key):
-                condition[key] = None
-        out.append(condition)
-    return out
-
-
-def _clear(status: Obj, pod: Obj, *keys: str) -> Obj:
-    """Null out (strategic merge: delete) fields the pod has and ``status`` does not set."""
-    current = pod.get("status") or {}
-    for key in keys:
-        if key not in status and current.get(key) is not None:
-            status[key] = None
-    return status
-
-
-def instance_pod_status(pod: Obj, instance: Instance, *, now: dt.datetime) -> Obj:
-    """The pod ``status`` (for a strategic merge into ``pods/status``) that reports
-    ``instance``, shaped as a kubelet reports a pod: phase, ``podIP``/``hostIP`` (a container
-    instance is its own host, as on Fargate), ``startTime``, one ``containerStatuses`` entry per
-    container of the spec, and the PodScheduled/Initialized/ContainersReady/Ready conditions."""
-    stamp = rfc3339(now)
-    spec = pod.get("spec") or {}
-    current = pod.get("status") or {}
-    reported = {name: (ready, restarts) for name, ready, restarts in instance.containers}
-    phase = instance.phase if instance.phase in (PENDING, RUNNING, SUCCEEDED, FAILED) \
-        else PENDING
-    started = _unix_rfc3339(instance.started_at or instance.created_at, stamp)
-    statuses: list[Obj] = []
-    for c in spec.get("containers") or ():
-        name = str(c.get("name") or "")
-        ready, restarts = reported.get(name, (phase == RUNNING, 0))
-        cs: Obj = {"name": name, "image": c.get("image") or "", "imageID": "",
-                   "containerID": f"cloud://{instance.id}/{name}",
-                   "restartCount": int(restarts)}
-        if phase == PENDING:
-            cs.update(ready=False, started=False,
-                      state={"waiting": {"reason": "ContainerCreating"}})
-        elif phase == RUNNING:
-            cs.update(ready=bool(ready), started=True, state={"running": {"startedAt": started}})
-        else:
-            ok = phase == SUCCEEDED
-            terminated: Obj = {"exitCode": 0 if ok else 1,
-                               "reason": "Completed" if ok else "Error",
-                               "startedAt": started, "finishedAt": stamp}
-            if not ok and instance.message:
-                terminated["message"] = instance.message
-            cs.update(ready=False, started=False, state={"terminated": terminated})
-        statuses.append(cs)
-    all_ready = phase == RUNNING and all(cs["ready"] for cs in statuses)
-    if phase == SUCCEEDED:
-        not_ready = ("PodCompleted", "")
-    else:
-        unready = [cs["name"] for cs in statuses if not cs["ready"]]
-        not_ready = ("ContainersNotReady",
-                     f"containers with unready status: [{' '.join(unready)}]")
-    ready_reason, ready_message = ("", "") if all_ready else not_ready
-    status: Obj = {
-        "phase": phase,
-        "conditions": _conditions(pod, (
-            ("PodScheduled", True, "", ""),
-            ("PodReadyToStartContainers", phase != PENDING, "", ""),
-            ("Initialized", True, "", ""),
-            ("ContainersReady", all_ready, ready_reason, ready_message),
-            ("Ready", all_ready, ready_reason, ready_message)), stamp),
-        "startTime": current.get("startTime") or _unix_rfc3339(instance.created_at, stamp),
-        "containerStatuses": statuses,
-    }
-    if instance.ip:
-        status.update(podIP=instance.ip, podIPs=[{"ip": instance.ip}], hostIP=instance.ip,
-                      hostIPs=[{"ip": instance.ip}])
-    if phase == FAILED and instance.message:
-        status["message"] = instance.message
-    return _clear(status, pod, "reason", "message")
-
-
-def provider_failed_status(pod: Obj, message: str, *, final: bool, now: dt.datetime) -> Obj:
-    """The pod status after the cloud refused its instance: reason ``ProviderFailed`` on a pod
-    still Pending (``final=False``, a retry is coming), or the pod Failed (``final=True``)."""
-    status: Obj = {"reason": REASON_PROVIDER_FAILED, "message": message}
-    if final:
-        status["phase"] = "Failed"
-        status["conditions"] = _conditions(pod, (
-            ("ContainersReady", False, REASON_PROVIDER_FAILED, message),
-            ("Ready", False, REASON_PROVIDER_FAILED, message)), rfc3339(now))
-    return status
-
-
-def lost_pod_status(pod: Obj, message: str, *, now: dt.datetime) -> Obj:
-    """The pod status once its instance vanished: Failed with reason ``NotFound``; containers
-    terminated the way a kubelet reports a container it can no longer find."""
-    stamp = rfc3339(now)
-    statuses = []
-    previous = {str(cs.get("name")): cs for cs in (pod.get("status") or {}).get(
-        "containerStatuses") or () if isinstance(cs, dict)}
-    for c in (pod.get("spec") or {}).get("containers") or ():
-        name = str(c.get("name") or "")
-        restarts = int((previous.get(name) or {}).get("restartCount") or 0)
-        statuses.append({
-            "name": name, "image": c.get("image") or "", "imageID": "", "ready": False,
-            "started": False, "restartCount": restarts,
-            "state": {"terminated": {
-                "exitCode": 137, "reason": "ContainerStatusUnknown",
-                "message": "The container could not be located when the pod was terminated",
-                "finishedAt": stamp}}})
-    return {"phase": "Failed", "reason": REASON_NOT_FOUND, "message": message,
-            "containerStatuses": statuses,
-            "conditions": _conditions(pod, (
-                ("ContainersReady", False, REASON_NOT_FOUND, message),
-                ("Ready", False, REASON_NOT_FOUND, message)), stamp)}
-
-
-def _status_key(status: Obj) -> tuple[Any, ...]:
-    conditions = tuple(sorted(
-        (str(c.get("type")), c.get("status"), c.get("reason") or "")
-        for c in status.get("conditions") or ()
-        if isinstance(c, dict) and c.get("type") in _POD_CONDITIONS))
-    containers = tuple(
-        (cs.get("name"), cs.get("ready"), cs.get("restartCount"),
-         next(iter(cs.get("state") or {}), ""))
-        for cs in status.get("containerStatuses") or () if isinstance(cs, dict))
-    return (status.get("phase"), status.get("podIP") or "", status.get("reason") or "",
-            status.get("message") or "", conditions, containers)
-
-
-def _merged_key(pod: Obj, status: Obj) -> tuple[Any, ...]:
-    """What the pod would report (timestamps aside) once ``status`` is merged into it."""
-    current = pod.get("status") or {}
-    merged = {**current, **{k: v for k, v in status.items() if v is not None}}
-    for key, v in status.items():
-        if v is None:
-            merged.pop(key, None)
-    if "conditions" in status:
-        by_type = _current_conditions(pod)
-        by_type.update({str(c["type"]): c for c in status["conditions"]})
-        merged["conditions"] = list(by_type.values())
-    return _status_key(merged)
-
-
-def status_changed(pod: Obj, status: Obj) -> bool:
-    """Whether writing ``status`` would change what the pod reports (timestamps aside)."""
-    return _merged_key(pod, status) != _status_key(pod.get("status") or {})
-
-
 def event_note(op: str, instance_id: str, pool: str, result: str) -> str:
     """The one format of every provider event note:
     ``"<op> instance <id> in pool <pool>: <result>"`` (``-`` while the cloud has assigned no
@@ -538,60 +204,6 @@ def _rejected(exc: BaseException) -> bool:
 
 
 # -- the work queue -----------------------------------------------------------------------------
-
-class _WorkQueue:
-    """client-go's workqueue on one loop: a key waits at most once, is handed to one worker at a
-    time, and a key added while being processed runs again when that worker is done."""
-
-    def __init__(self) -> None:
-        self._queue: asyncio.Queue[str] = asyncio.Queue()
-        self._dirty: set[str] = set()
-        self._processing: set[str] = set()
-        self._timers: dict[str, asyncio.TimerHandle] = {}
-
-    def add(self, key: str) -> None:
-        if key in self._dirty:
-            return
-        self._dirty.add(key)
-        if key not in self._processing:
-            self._queue.put_nowait(key)
-
-    def add_after(self, key: str, delay: float) -> None:
-        if delay <= 0:
-            self.add(key)
-            return
-        loop = asyncio.get_running_loop()
-        due = loop.time() + delay
-        timer = self._timers.get(key)
-        if timer is not None:
-            if timer.when() <= due:
-                return
-            timer.cancel()
-        self._timers[key] = loop.call_at(due, self._fire, key)
-
-    def _fire(self, key: str) -> None:
-        self._timers.pop(key, None)
-        self.add(key)
-
-    async def get(self) -> str:
-        key = await self._queue.get()
-        self._dirty.discard(key)
-        self._processing.add(key)
-        return key
-
-    def done(self, key: str) -> None:
-        self._processing.discard(key)
-        if key in self._dirty:
-            self._queue.put_nowait(key)
-
-    def close(self) -> None:
-        for timer in self._timers.values():
-            timer.cancel()
-        self._timers.clear()
-
-    def __len__(self) -> int:
-        return len(self._dirty) + len(self._processing)
-
 
 class _Retry(Exception):
     """Internal: run this pod's key again after ``delay`` seconds."""
@@ -719,7 +331,7 @@ class VirtualPodProvider:
         self._listed: dict[str, dict[str, Instance]] = {}  # pool -> pod uid -> instance
         self._orphans: dict[tuple[str, str], float] = {}   # (pool, id) -> first seen
         self._deleted: dict[tuple[str, str], float] = {}   # (pool, id) -> when we deleted it
-        self._queue: _WorkQueue | None = None
+        self._queue: WorkQueue | None = None
         self._primed: asyncio.Event | None = None
         self._informers: list[Informer] = []
         # An informer of every pod that someone else runs (the scheduler's): the provider then
@@ -751,7 +363,7 @@ class VirtualPodProvider:
         self._tracked.clear()
         self._listed.clear()
         self._orphans.clear()
-        self._queue = _WorkQueue()
+        self._queue = WorkQueue()
         self._primed = asyncio.Event()
         if self._shared is not None:
             self._subscription = self._shared.add_handlers(
@@ -1108,8 +720,8 @@ class VirtualPodProvider:
         if it is not there yet: ``pods/status`` takes metadata changes too, as in Kubernetes,
         so a restarted provider finds the instance without another request per pod."""
         status = instance_pod_status(pod, instance, now=self._wall_clock())
-        before = _status_key(pod.get("status") or {})
-        after = _merged_key(pod, status)
+        before = status_key(pod.get("status") or {})
+        after = merged_status_key(pod, status)
         if st.written is not None and st.written[0] != before:
             st.written = None  # the informer has moved on from what the last write saw
         if st.annotated and (after == before or st.written == (before, after)):

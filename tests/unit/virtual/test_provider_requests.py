@@ -17,16 +17,14 @@ from pyscheduler.api.names import (
     virtual_node_name,
 )
 from pyscheduler.virtual.node import PoolConfig, node_capacity, virtual_node
-from pyscheduler.virtual.provider import (
-    PodConversionError,
-    build_instance_request,
-    event_note,
+from pyscheduler.virtual.conversion import PodConversionError, build_instance_request
+from pyscheduler.virtual.podstatus import (
     instance_pod_status,
     lost_pod_status,
-    parse_instance_annotation,
     provider_failed_status,
     status_changed,
 )
+from pyscheduler.virtual.provider import event_note, parse_instance_annotation
 from pyscheduler.virtual.types import FAILED, PENDING, RUNNING, SUCCEEDED, Instance, PoolCapacity
 
 GIB = 1 << 30
