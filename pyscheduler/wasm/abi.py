@@ -35,7 +35,7 @@ from pyscheduler.api.names import PROVIDER_TAINT_KEY
 from pyscheduler.framework.interface import CycleContext, FilterResult, Reason
 from pyscheduler.framework.nodetable import BoolArray, IntArray, NodeTable
 from pyscheduler.framework.pod import NodeSelectorRequirement, PodInfo
-from pyscheduler.wasm import meter
+from pyscheduler.wasm import binary
 from pyscheduler.wasm.errors import CallError, LoadError
 from pyscheduler.wasm.vm import Instance, Module
 
@@ -128,13 +128,13 @@ def check_module(module: Module, *, filter: bool, score: bool) -> None:
     marker = f"wssp_abi_v{ABI_MAJOR}"
     if exports[marker] == "func":
         sig = module._signature(marker)
-        if sig.params or sig.results != (meter.I32,):
+        if sig.params or sig.results != (binary.I32,):
             raise LoadError(f"export {marker} must be a function () -> i32 or an i32 global, "
-                            f"not a function {meter.describe_sig(sig)}")
-    elif exports[marker] != "global" or module.export_globals.get(marker) != meter.I32:
+                            f"not a function {binary.describe_sig(sig)}")
+    elif exports[marker] != "global" or module.export_globals.get(marker) != binary.I32:
         kind = exports[marker]
         if kind == "global":
-            kind = f"{meter.type_name(module.export_globals.get(marker, 0))} global"
+            kind = f"{binary.type_name(module.export_globals.get(marker, 0))} global"
         raise LoadError(f"export {marker} must be a function () -> i32 or an i32 global, "
                         f"not a {kind}")
     needed = {"memory": "memory", "wssp_alloc": "func", "wssp_init": "func"}

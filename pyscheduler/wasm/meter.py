@@ -1,14 +1,6 @@
-"""A small WebAssembly binary reader and the load-time rewriter that bounds a module's execution.
+"""The load-time rewriter that bounds a module's execution on a runtime without fuel (wasmer).
 
-Two jobs, both done on the raw bytes before any runtime sees them:
-
-``check``
-    Parses the module's sections (types, imports, functions, tables, memories, globals, exports)
-    and enforces the fragment rules of ``fragments/ABI.md`` §2 and §7 with the same messages on
-    every runtime: the bytes are a WebAssembly module, no larger than the limit; every import is
-    one of the allowed host functions with its exact signature; memory is defined by the module,
-    there is at most one, and its declared minimum fits the memory cap. The result, a
-    :class:`ModuleInfo`, lists imports, exports and the signature of every exported function.
+Done on the raw bytes, after :func:`pyscheduler.wasm.binary.check`, before the runtime sees them.
 
 ``instrument``
     Rewrites the module so that a runtime without fuel or interruption (wasmer) still bounds
@@ -58,8 +50,25 @@ Two jobs, both done on the raw bytes before any runtime sees them:
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-
+from pyscheduler.wasm.binary import (
+    FuncSig,
+    MAGIC,
+    MAX_TABLE_ELEMENTS,
+    ModuleInfo,
+    Reader,
+    SECTION_ORDER,
+    SEC_CODE,
+    SEC_EXPORT,
+    SEC_GLOBAL,
+    SEC_MEMORY,
+    SEC_START,
+    SEC_TABLE,
+    SEC_TYPE,
+    VALTYPE_NAMES,
+    parse,
+    read_table_type,
+    read_valtype,
+)
 from pyscheduler.wasm.errors import LoadError
 
 __all__ = [
@@ -67,366 +76,19 @@ __all__ = [
     "DEPTH_EXPORT",
     "FUEL_EXPORT",
     "HOST_CALL_COST",
-    "HOST_IMPORTS",
-    "I32",
-    "I64",
     "MAX_CALL_DEPTH",
-    "MAX_TABLE_ELEMENTS",
     "MIN_REGION_COST",
-    "PAGE_SIZE",
-    "RESERVED_EXPORT_PREFIX",
     "START_EXPORT",
-    "FuncSig",
-    "Import",
-    "ModuleInfo",
-    "check",
-    "describe_sig",
     "instrument",
-    "parse",
 ]
 
-PAGE_SIZE = 65536
-FUEL_EXPORT = "__wssp_fuel"
+BULK_SHIFT = 4
 DEPTH_EXPORT = "__wssp_depth"
-START_EXPORT = "__wssp_start"
-RESERVED_EXPORT_PREFIX = "__wssp_"
+FUEL_EXPORT = "__wssp_fuel"
+HOST_CALL_COST = 10_000
 MAX_CALL_DEPTH = 10_000
 MIN_REGION_COST = 8
-HOST_CALL_COST = 10_000
-BULK_SHIFT = 4
-MAX_TABLE_ELEMENTS = 1 << 16
-
-I32, I64, F32, F64, V128, FUNCREF, EXTERNREF = 0x7F, 0x7E, 0x7D, 0x7C, 0x7B, 0x70, 0x6F
-_VALTYPE_NAMES = {I32: "i32", I64: "i64", F32: "f32", F64: "f64", V128: "v128",
-                  FUNCREF: "funcref", EXTERNREF: "externref"}
-_KIND_NAMES = {0: "func", 1: "table", 2: "memory", 3: "global", 4: "tag"}
-
-
-@dataclass(frozen=True, slots=True)
-class FuncSig:
-    """A function type: parameter and result value types (``I32``, ``I64``, ...)."""
-
-    params: tuple[int, ...]
-    results: tuple[int, ...]
-
-
-def type_name(t: int) -> str:
-    """``i32``, ``f64``, ... for a value type byte."""
-    return _VALTYPE_NAMES.get(t, hex(t))
-
-
-def describe_sig(sig: FuncSig) -> str:
-    """``(i32, i32) -> (i32)``."""
-    def names(types: tuple[int, ...]) -> str:
-        return ", ".join(_VALTYPE_NAMES.get(t, hex(t)) for t in types)
-    return f"({names(sig.params)}) -> ({names(sig.results)})"
-
-
-#: The host functions a fragment may import, with the signature each must have (ABI §2).
-HOST_IMPORTS: dict[tuple[str, str], FuncSig] = {
-    ("wssp", "log"): FuncSig((I32, I32, I32), ()),
-    ("env", "abort"): FuncSig((I32, I32, I32, I32), ()),
-}
-
-
-@dataclass(frozen=True, slots=True)
-class Import:
-    module: str
-    name: str
-    kind: str                   # "func" | "table" | "memory" | "global" | "tag"
-    sig: FuncSig | None = None  # for functions
-
-
-@dataclass(slots=True)
-class ModuleInfo:
-    """What the reader learnt about a module."""
-
-    size: int
-    imports: list[Import] = field(default_factory=list)
-    exports: dict[str, str] = field(default_factory=dict)
-    #: exported function name -> its signature
-    export_sigs: dict[str, FuncSig] = field(default_factory=dict)
-    types: list[FuncSig] = field(default_factory=list)
-    #: type index of every function, imported ones first
-    func_types: list[int] = field(default_factory=list)
-    imported_funcs: int = 0
-    imported_globals: int = 0
-    defined_globals: int = 0
-    #: value type of every global, imported ones first
-    global_types: list[int] = field(default_factory=list)
-    #: exported global name -> its value type
-    export_globals: dict[str, int] = field(default_factory=dict)
-    #: (minimum, maximum or None) in pages of the memory the module defines, None when none
-    memory: tuple[int, int | None] | None = None
-    imported_memory: bool = False
-    memory_export: str | None = None
-    #: (id, payload start, payload end) of every section, in file order
-    sections: list[tuple[int, int, int]] = field(default_factory=list)
-
-
-class _Reader:
-    """Cursor over a byte string with the LEB128 decoders of the binary format."""
-
-    __slots__ = ("data", "pos", "end")
-
-    def __init__(self, data: bytes, pos: int = 0, end: int | None = None) -> None:
-        self.data = data
-        self.pos = pos
-        self.end = len(data) if end is None else end
-
-    def fail(self, what: str) -> LoadError:
-        return LoadError(f"not a WebAssembly module: {what} at offset {self.pos:#x}")
-
-    def byte(self) -> int:
-        if self.pos >= self.end:
-            raise self.fail("unexpected end")
-        b = self.data[self.pos]
-        self.pos += 1
-        return b
-
-    def u32(self) -> int:
-        result = shift = 0
-        for _ in range(5):
-            b = self.byte()
-            result |= (b & 0x7F) << shift
-            if not b & 0x80:
-                if result > 0xFFFFFFFF:
-                    raise self.fail("integer too large")
-                return result
-            shift += 7
-        raise self.fail("integer representation too long")
-
-    def take(self, n: int) -> bytes:
-        if n > self.end - self.pos:
-            raise self.fail("unexpected end")
-        out = self.data[self.pos:self.pos + n]
-        self.pos += n
-        return out
-
-    def name(self) -> str:
-        raw = self.take(self.u32())
-        try:
-            return raw.decode("utf-8")
-        except UnicodeDecodeError:
-            raise self.fail("name is not UTF-8") from None
-
-    def limits(self) -> tuple[int, int | None, int]:
-        """(minimum, maximum or None, flags)."""
-        flags = self.byte()
-        if flags > 1:
-            raise LoadError(f"unsupported limits flags {flags:#x} (shared or 64-bit memories and "
-                            "tables are not supported)")
-        minimum = self.u32()
-        maximum = self.u32() if flags & 1 else None
-        return minimum, maximum, flags
-
-
-# Section ids in the order the binary format requires them (custom sections, id 0, go anywhere).
-_SECTION_ORDER = {1: 1, 2: 2, 3: 3, 4: 4, 5: 5, 6: 6, 7: 7, 8: 8, 9: 9, 12: 10, 10: 11, 11: 12}
-_SEC_TYPE, _SEC_IMPORT, _SEC_FUNCTION, _SEC_TABLE, _SEC_MEMORY = 1, 2, 3, 4, 5
-_SEC_GLOBAL, _SEC_EXPORT, _SEC_START, _SEC_CODE = 6, 7, 8, 10
-_MAGIC = b"\0asm"
-
-
-def parse(wasm: bytes) -> ModuleInfo:
-    """Read the module's structure. Raises :class:`LoadError` on malformed bytes."""
-    if len(wasm) < 8 or wasm[:4] != _MAGIC:
-        raise LoadError("not a WebAssembly module: the bytes do not start with \\0asm")
-    if wasm[4:8] != b"\x01\0\0\0":
-        raise LoadError("not a WebAssembly module: unsupported binary version "
-                        f"{int.from_bytes(wasm[4:8], 'little')} (a component, or a newer "
-                        "format?); expected version 1")
-    info = ModuleInfo(size=len(wasm))
-    r = _Reader(wasm, 8)
-    last = 0
-    while r.pos < r.end:
-        sid = r.byte()
-        size = r.u32()
-        start = r.pos
-        if size > r.end - start:
-            raise r.fail(f"section {sid} runs past the end of the module")
-        if sid != 0:
-            rank = _SECTION_ORDER.get(sid)
-            if rank is None:
-                raise LoadError(f"unsupported section id {sid} (fragments use WebAssembly 1.0 "
-                                "sections only)")
-            if rank <= last:
-                raise r.fail(f"section {sid} out of order")
-            last = rank
-        info.sections.append((sid, start, start + size))
-        s = _Reader(wasm, start, start + size)
-        if sid == _SEC_TYPE:
-            _parse_types(s, info)
-        elif sid == _SEC_IMPORT:
-            _parse_imports(s, info)
-        elif sid == _SEC_FUNCTION:
-            for _ in range(s.u32()):
-                info.func_types.append(_type_index(s, info))
-        elif sid == _SEC_TABLE:
-            for _ in range(s.u32()):
-                _table_type(s)
-        elif sid == _SEC_MEMORY:
-            count = s.u32()
-            if count + (1 if info.imported_memory else 0) > 1:
-                raise LoadError("a fragment may define at most one memory")
-            if count:
-                minimum, maximum, _ = s.limits()
-                info.memory = (minimum, maximum)
-        elif sid == _SEC_GLOBAL:
-            info.defined_globals = s.u32()
-            for _ in range(info.defined_globals):
-                info.global_types.append(_valtype(s))
-                s.byte()  # mutability
-                _skip_const_expr(s)
-        elif sid == _SEC_EXPORT:
-            _parse_exports(s, info)
-        r.pos = start + size
-    return info
-
-
-def _valtype(s: _Reader) -> int:
-    t = s.byte()
-    if t not in _VALTYPE_NAMES:
-        raise LoadError(f"unsupported value type {t:#x}")
-    return t
-
-
-# Constant expressions (global initializers): the opcodes with an immediate, and its form.
-_CONST_IMMEDIATES = {0x41: "leb", 0x42: "leb", 0x23: "leb", 0xD2: "leb", 0xD0: "byte",
-                     0x43: 4, 0x44: 8}
-# Extended constant expressions: i32/i64 add, sub, mul (no immediate).
-_CONST_OPERATORS = frozenset((0x6A, 0x6B, 0x6C, 0x7C, 0x7D, 0x7E))
-
-
-def _skip_const_expr(s: _Reader) -> None:
-    """Step over a constant expression, up to and including its ``end``."""
-    while True:
-        op = s.byte()
-        if op == 0x0B:
-            return
-        immediate = _CONST_IMMEDIATES.get(op)
-        if immediate == "leb":
-            while s.byte() & 0x80:
-                pass
-        elif immediate == "byte":
-            s.byte()
-        elif isinstance(immediate, int):
-            s.take(immediate)
-        elif op not in _CONST_OPERATORS:
-            raise s.fail(f"opcode {op:#x} in a constant expression")
-
-
-def _type_index(s: _Reader, info: ModuleInfo) -> int:
-    index = s.u32()
-    if index >= len(info.types):
-        raise s.fail(f"type index {index} out of range")
-    return index
-
-
-def _table_type(s: _Reader) -> tuple[int, int | None]:
-    ref = s.byte()
-    if ref not in (FUNCREF, EXTERNREF):
-        raise LoadError(f"unsupported table element type {ref:#x}")
-    minimum, maximum, _ = s.limits()
-    if minimum > MAX_TABLE_ELEMENTS:
-        raise LoadError(f"table minimum of {minimum} elements exceeds the limit of "
-                        f"{MAX_TABLE_ELEMENTS}")
-    return minimum, maximum
-
-
-def _parse_types(s: _Reader, info: ModuleInfo) -> None:
-    for _ in range(s.u32()):
-        form = s.byte()
-        if form != 0x60:
-            raise LoadError(f"unsupported type form {form:#x} (only function types are "
-                            "supported)")
-        params = tuple(_valtype(s) for _ in range(s.u32()))
-        results = tuple(_valtype(s) for _ in range(s.u32()))
-        info.types.append(FuncSig(params, results))
-
-
-def _parse_imports(s: _Reader, info: ModuleInfo) -> None:
-    for _ in range(s.u32()):
-        module = s.name()
-        name = s.name()
-        kind = s.byte()
-        sig: FuncSig | None = None
-        if kind == 0:
-            index = _type_index(s, info)
-            info.func_types.append(index)
-            info.imported_funcs += 1
-            sig = info.types[index]
-        elif kind == 1:
-            _table_type(s)
-        elif kind == 2:
-            s.limits()
-            info.imported_memory = True
-        elif kind == 3:
-            info.global_types.append(_valtype(s))
-            s.byte()
-            info.imported_globals += 1
-        elif kind == 4:
-            s.byte()
-            _type_index(s, info)
-        else:
-            raise s.fail(f"import {module}.{name} has unknown kind {kind:#x}")
-        info.imports.append(Import(module, name, _KIND_NAMES[kind], sig))
-
-
-def _parse_exports(s: _Reader, info: ModuleInfo) -> None:
-    for _ in range(s.u32()):
-        name = s.name()
-        kind = s.byte()
-        index = s.u32()
-        if kind not in (0, 1, 2, 3):
-            raise LoadError(f"export {name!r} has unsupported kind {kind:#x}")
-        if name in info.exports:
-            raise LoadError(f"duplicate export {name!r}")
-        info.exports[name] = _KIND_NAMES[kind]
-        if kind == 0:
-            if index >= len(info.func_types):
-                raise s.fail(f"export {name!r} names function {index}, which does not exist")
-            info.export_sigs[name] = info.types[info.func_types[index]]
-        elif kind == 2 and (info.memory_export is None or name == "memory"):
-            info.memory_export = name
-        elif kind == 3 and index < len(info.global_types):
-            info.export_globals[name] = info.global_types[index]
-
-
-def check(wasm: bytes, *, max_module_bytes: int, memory_bytes: int) -> ModuleInfo:
-    """Parse ``wasm`` and enforce the fragment rules (size, imports, memory); see the module
-    docstring. Raises :class:`LoadError` with a message naming what is wrong."""
-    if len(wasm) > max_module_bytes:
-        raise LoadError(f"module is {len(wasm)} bytes, above the limit of {max_module_bytes} "
-                        "bytes")
-    info = parse(wasm)
-    allowed = " and ".join(f"{m}.{n} {describe_sig(sig)}" for (m, n), sig in HOST_IMPORTS.items())
-    for imp in info.imports:
-        what = f"{imp.module}.{imp.name}"
-        if imp.kind == "memory":
-            raise LoadError(f"imported memory {what} is not allowed: a fragment must define its "
-                            "own memory (fragments/ABI.md §2)")
-        want = HOST_IMPORTS.get((imp.module, imp.name))
-        if want is None:
-            hint = " (WASI is not available to fragments)" if imp.module.startswith("wasi") else ""
-            raise LoadError(f"import {what} ({imp.kind}) is not allowed{hint}: a fragment may "
-                            f"import only {allowed} (fragments/ABI.md §2)")
-        if imp.kind != "func" or imp.sig is None:
-            raise LoadError(f"import {what} must be a function {describe_sig(want)}, not a "
-                            f"{imp.kind}")
-        if imp.sig != want:
-            raise LoadError(f"import {what} has type {describe_sig(imp.sig)}, expected "
-                            f"{describe_sig(want)}")
-    for name in info.exports:
-        if name.startswith(RESERVED_EXPORT_PREFIX):
-            raise LoadError(f"export name {name!r} is reserved (names starting with "
-                            f"{RESERVED_EXPORT_PREFIX!r} belong to the host)")
-    cap_pages = memory_bytes // PAGE_SIZE
-    if info.memory is not None and info.memory[0] > cap_pages:
-        minimum = info.memory[0]
-        raise LoadError(f"memory minimum of {minimum} pages ({minimum * PAGE_SIZE} bytes) exceeds "
-                        f"the cap of {cap_pages} pages ({memory_bytes} bytes)")
-    return info
+START_EXPORT = "__wssp_start"
 
 
 # --------------------------------------------------------------------------------------------
@@ -504,7 +166,7 @@ _UNSUPPORTED = {
 
 # Instructions wasmtime does not charge fuel for; they are free here too.
 _FREE = frozenset((0x00, 0x01, 0x02, 0x03, 0x05, 0x0B, 0x0F, 0x1A))
-_VALTYPE_BYTES = frozenset(_VALTYPE_NAMES)
+_VALTYPE_BYTES = frozenset(VALTYPE_NAMES)
 
 
 def _unsupported(op: int, data: bytes, p: int, func: int) -> LoadError:
@@ -554,7 +216,7 @@ def _scan_body(data: bytes, pos: int, end: int, func: int,
                     inserts.append((start, -1))
             elif kind == _LEB:
                 if op == 0x10:      # call: a host function costs more
-                    r = _Reader(data, p, end)
+                    r = Reader(data, p, end)
                     if r.u32() < imported_funcs:
                         costs[cur] += HOST_CALL_COST
                 while data[p] & 0x80:
@@ -595,7 +257,7 @@ def _scan_body(data: bytes, pos: int, end: int, func: int,
                         p += 1
                     p += 1
             elif kind == _BR_TABLE:
-                r = _Reader(data, p, end)
+                r = Reader(data, p, end)
                 count = r.u32()
                 p = r.pos
                 for _ in range(count + 1):
@@ -607,11 +269,11 @@ def _scan_body(data: bytes, pos: int, end: int, func: int,
             elif kind == _F64:
                 p += 8
             elif kind == _SELECT_T:
-                r = _Reader(data, p, end)
+                r = Reader(data, p, end)
                 count = r.u32()
                 p = r.pos + count
             elif kind == _PREFIX_FC:
-                r = _Reader(data, p, end)
+                r = Reader(data, p, end)
                 sub = r.u32()
                 p = r.pos
                 if sub >= len(_FC_IMMEDIATES):
@@ -686,43 +348,43 @@ class _Rewriter:
         names: list[bytes] = []
         start_export = b""
         for sid, start, end in info.sections:
-            if sid == _SEC_START:
+            if sid == SEC_START:
                 start_export = _name(START_EXPORT) + b"\x00" + wasm[start:end]
             elif sid == 0:
-                r = _Reader(wasm, start, end)
+                r = Reader(wasm, start, end)
                 if r.name() == "name":
                     names.append(wasm[start:end])
-            elif sid == _SEC_CODE:
+            elif sid == SEC_CODE:
                 out[sid] = self.code(start, end)
-            elif sid == _SEC_MEMORY:
+            elif sid == SEC_MEMORY:
                 out[sid] = self.memories(start, end)
-            elif sid == _SEC_TABLE:
+            elif sid == SEC_TABLE:
                 out[sid] = self.tables(start, end)
             else:
                 out[sid] = wasm[start:end]
-        if len(info.func_types) > info.imported_funcs and _SEC_CODE not in out:
+        if len(info.func_types) > info.imported_funcs and SEC_CODE not in out:
             raise LoadError("not a WebAssembly module: functions are declared but there is no "
                             "code section")
         fuel_global = b"\x7e\x01\x42" + _sleb(self.fuel) + b"\x0b"
         depth_global = b"\x7f\x01\x41\x00\x0b"
-        out[_SEC_GLOBAL] = _append(out.get(_SEC_GLOBAL), fuel_global + depth_global, 2)
+        out[SEC_GLOBAL] = _append(out.get(SEC_GLOBAL), fuel_global + depth_global, 2)
         fuel_index = info.imported_globals + info.defined_globals
         exports = (_name(FUEL_EXPORT) + b"\x03" + _uleb(fuel_index) +
                    _name(DEPTH_EXPORT) + b"\x03" + _uleb(fuel_index + 1) + start_export)
-        out[_SEC_EXPORT] = _append(out.get(_SEC_EXPORT), exports, 3 if start_export else 2)
+        out[SEC_EXPORT] = _append(out.get(SEC_EXPORT), exports, 3 if start_export else 2)
         if self.new_types:
             encoded = b"".join(b"\x60\x00" + _uleb(len(t.results)) + bytes(t.results)
                                for t in self.new_types)
-            out[_SEC_TYPE] = _append(out.get(_SEC_TYPE), encoded, len(self.new_types))
-        parts = [_MAGIC, b"\x01\0\0\0"]
-        for sid in sorted(out, key=_SECTION_ORDER.__getitem__):
+            out[SEC_TYPE] = _append(out.get(SEC_TYPE), encoded, len(self.new_types))
+        parts = [MAGIC, b"\x01\0\0\0"]
+        for sid in sorted(out, key=SECTION_ORDER.__getitem__):
             parts += [bytes((sid,)), _uleb(len(out[sid])), out[sid]]
         for payload in names:
             parts += [b"\x00", _uleb(len(payload)), payload]
         return b"".join(parts)
 
     def memories(self, start: int, end: int) -> bytes:
-        r = _Reader(self.wasm, start, end)
+        r = Reader(self.wasm, start, end)
         count = r.u32()
         if not count:
             return self.wasm[start:end]
@@ -738,12 +400,12 @@ class _Rewriter:
         return b"\x01" + limits
 
     def tables(self, start: int, end: int) -> bytes:
-        r = _Reader(self.wasm, start, end)
+        r = Reader(self.wasm, start, end)
         count = r.u32()
         parts = [_uleb(count)]
         for _ in range(count):
             ref = self.wasm[r.pos]
-            minimum, maximum = _table_type(r)
+            minimum, maximum = read_table_type(r)
             maximum = MAX_TABLE_ELEMENTS if maximum is None else min(maximum,
                                                                       MAX_TABLE_ELEMENTS)
             parts.append(bytes((ref, 1)) + _uleb(minimum) + _uleb(maximum))
@@ -751,7 +413,7 @@ class _Rewriter:
 
     def code(self, start: int, end: int) -> bytes:
         info, wasm = self.info, self.wasm
-        r = _Reader(wasm, start, end)
+        r = Reader(wasm, start, end)
         count = r.u32()
         defined = len(info.func_types) - info.imported_funcs
         if count != defined:
@@ -766,13 +428,13 @@ class _Rewriter:
             if body_end > end:
                 raise r.fail(f"function {func}'s body runs past the code section")
             sig = info.types[info.func_types[func]]
-            locals_reader = _Reader(wasm, body_start, body_end)
+            locals_reader = Reader(wasm, body_start, body_end)
             groups = locals_reader.u32()
             declarations = locals_reader.pos
             n_locals = len(sig.params)
             for _ in range(groups):
                 n_locals += locals_reader.u32()
-                _valtype(locals_reader)
+                read_valtype(locals_reader)
             code_start = locals_reader.pos
             costs, inserts = _scan_body(wasm, code_start, body_end, func, info.imported_funcs)
             if any(region == _BULK for _, region in inserts):
@@ -801,7 +463,7 @@ def _append(payload: bytes | None, entries: bytes, n: int) -> bytes:
     """A vector section ``payload`` with ``n`` encoded ``entries`` appended."""
     if payload is None:
         return _uleb(n) + entries
-    r = _Reader(payload)
+    r = Reader(payload)
     count = r.u32()
     return _uleb(count + n) + payload[r.pos:] + entries
 

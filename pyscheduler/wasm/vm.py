@@ -8,7 +8,7 @@ limits.
 module of its own (:mod:`pyscheduler.wasm.vm_wasmtime`, :mod:`pyscheduler.wasm.vm_wasmer`),
 this one holds what they share (limits, the host functions, the interface).
 
-Load-time checks are the runtime-independent ones of :mod:`pyscheduler.wasm.meter` (size, magic,
+Load-time checks are the runtime-independent ones of :mod:`pyscheduler.wasm.binary` (size, magic,
 import allowlist with exact signatures, memory defined by the module and its minimum within the
 cap), so both runtimes refuse a module with the same :class:`LoadError` message before they see
 it.
@@ -66,7 +66,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from pyscheduler.wasm import meter
+from pyscheduler.wasm import binary
 from pyscheduler.wasm.errors import CallError, LoadError
 
 __all__ = [
@@ -87,7 +87,7 @@ __all__ = [
     "get_runtime",
 ]
 
-ALLOWED_IMPORTS: frozenset[tuple[str, str]] = frozenset(meter.HOST_IMPORTS)
+ALLOWED_IMPORTS: frozenset[tuple[str, str]] = frozenset(binary.HOST_IMPORTS)
 EPOCH_TICK_SECONDS = 0.005
 # Instantiation (the module's start function, data segments) happens once per instance, off the
 # scheduling thread except after a failed call. Fuel bounds a runaway start function exactly; the
@@ -142,22 +142,22 @@ class Module(abc.ABC):
     exports: dict[str, str]
     export_globals: dict[str, int]
 
-    def __init__(self, runtime: str, info: meter.ModuleInfo, limits: Limits) -> None:
+    def __init__(self, runtime: str, info: binary.ModuleInfo, limits: Limits) -> None:
         self.runtime = runtime
         self.limits = limits
         self.imports = tuple((i.module, i.name) for i in info.imports)
         self.exports = dict(info.exports)
-        #: exported global name -> its value type (``meter.I32``, ...)
+        #: exported global name -> its value type (``binary.I32``, ...)
         self.export_globals = dict(info.export_globals)
         self._info = info
-        self._callable: dict[str, meter.FuncSig] = {}
+        self._callable: dict[str, binary.FuncSig] = {}
 
     @abc.abstractmethod
     def instantiate(self, log: LogCallback | None = None) -> Instance:
         """A fresh instance (its start function, if any, runs under the call limits); raises
         :class:`LoadError`."""
 
-    def _signature(self, name: str) -> meter.FuncSig:
+    def _signature(self, name: str) -> binary.FuncSig:
         """The signature of export ``name``, which the host can call; else :class:`LoadError`."""
         sig = self._callable.get(name)
         if sig is not None:
@@ -168,9 +168,9 @@ class Module(abc.ABC):
         if kind != "func":
             raise LoadError(f"export {name!r} is a {kind}, not a function")
         sig = self._info.export_sigs[name]
-        if any(t not in (meter.I32, meter.I64) for t in sig.params) or len(sig.results) > 1 \
-                or any(t not in (meter.I32, meter.I64) for t in sig.results):
-            raise LoadError(f"export {name!r} has type {meter.describe_sig(sig)}: the host calls "
+        if any(t not in (binary.I32, binary.I64) for t in sig.params) or len(sig.results) > 1 \
+                or any(t not in (binary.I32, binary.I64) for t in sig.results):
+            raise LoadError(f"export {name!r} has type {binary.describe_sig(sig)}: the host calls "
                             "only functions with i32/i64 parameters and at most one i32/i64 "
                             "result")
         self._callable[name] = sig
@@ -217,7 +217,7 @@ class Instance(abc.ABC):
     def memory_size(self) -> int:
         """Bytes of linear memory."""
 
-    def _check_call(self, name: str, args: tuple[int, ...]) -> meter.FuncSig:
+    def _check_call(self, name: str, args: tuple[int, ...]) -> binary.FuncSig:
         if self.poisoned:
             raise CallError("trap", _POISONED)
         sig = self._module._signature(name)

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from types import ModuleType
 from typing import Any
 
-from pyscheduler.wasm import meter
+from pyscheduler.wasm import binary, meter
 from pyscheduler.wasm.errors import CallError, FragmentError, LoadError
 from pyscheduler.wasm.vm import (
     HostState,
@@ -122,10 +122,10 @@ class WasmerRuntime(Runtime):
 
     def compile(self, wasm: bytes, limits: Limits) -> Module:
         wasm = bytes(wasm)      # wasmer refuses a bytearray or memoryview
-        info = meter.check(wasm, max_module_bytes=limits.max_module_bytes,
+        info = binary.check(wasm, max_module_bytes=limits.max_module_bytes,
                            memory_bytes=limits.memory_bytes)
         metered = meter.instrument(wasm, info, fuel=limits.fuel,
-                                   memory_cap_pages=limits.memory_bytes // meter.PAGE_SIZE)
+                                   memory_cap_pages=limits.memory_bytes // binary.PAGE_SIZE)
         handle = self._owner.run(self._compile, wasm, metered)
         return _WasmerModule(self, handle, info, limits)
 
@@ -146,7 +146,7 @@ class WasmerRuntime(Runtime):
 
 
 class _WasmerModule(Module):
-    def __init__(self, runtime: WasmerRuntime, module: Any, info: meter.ModuleInfo,
+    def __init__(self, runtime: WasmerRuntime, module: Any, info: binary.ModuleInfo,
                  limits: Limits) -> None:
         super().__init__(runtime.name, info, limits)
         self._runtime = runtime
@@ -294,7 +294,7 @@ class _WasmerInstance(Instance):
 
     def call(self, name: str, *args: int) -> int:
         sig = self._check_call(name, args)
-        values = [signed(a, 32 if t == meter.I32 else 64) for a, t in zip(args, sig.params)]
+        values = [signed(a, 32 if t == binary.I32 else 64) for a, t in zip(args, sig.params)]
         self._view = None
         try:
             result, self._memory_info = self._owner.run(self._call, name, values)

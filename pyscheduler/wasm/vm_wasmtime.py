@@ -14,7 +14,7 @@ from collections.abc import Callable
 from types import ModuleType
 from typing import Any
 
-from pyscheduler.wasm import meter
+from pyscheduler.wasm import binary
 from pyscheduler.wasm.errors import CallError, LoadError
 from pyscheduler.wasm.vm import (
     EPOCH_TICK_SECONDS,
@@ -152,7 +152,7 @@ class WasmtimeRuntime(Runtime):
         _TICKER.add(self._engine)
 
     def compile(self, wasm: bytes, limits: Limits) -> Module:
-        info = meter.check(wasm, max_module_bytes=limits.max_module_bytes,
+        info = binary.check(wasm, max_module_bytes=limits.max_module_bytes,
                            memory_bytes=limits.memory_bytes)
         try:
             module = self._wt.Module(self._engine, wasm)
@@ -167,7 +167,7 @@ def _ticks(seconds: float) -> int:
 
 
 class _WasmtimeModule(Module):
-    def __init__(self, runtime: WasmtimeRuntime, module: Any, info: meter.ModuleInfo,
+    def __init__(self, runtime: WasmtimeRuntime, module: Any, info: binary.ModuleInfo,
                  limits: Limits) -> None:
         super().__init__(runtime.name, info, limits)
         self._runtime = runtime
@@ -179,7 +179,7 @@ class _WasmtimeModule(Module):
         wt = self._runtime._wt
         store = wt.Store(self._runtime._engine)
         store.set_limits(memory_size=self.limits.memory_bytes,
-                         table_elements=meter.MAX_TABLE_ELEMENTS)
+                         table_elements=binary.MAX_TABLE_ELEMENTS)
         state = HostState(log)
         memory_name = self._info.memory_export
         i32 = wt.ValType.i32()
@@ -247,14 +247,14 @@ class _WasmtimeFunc:
 
     __slots__ = ("func", "kinds", "nresults", "params", "results", "pointer")
 
-    def __init__(self, func: Any, sig: meter.FuncSig, ffi: Any | None) -> None:
+    def __init__(self, func: Any, sig: binary.FuncSig, ffi: Any | None) -> None:
         self.func = func
-        self.kinds = tuple(32 if t == meter.I32 else 64 for t in sig.params)
+        self.kinds = tuple(32 if t == binary.I32 else 64 for t in sig.params)
         self.nresults = len(sig.results)
         if ffi is not None:
             self.params = (ffi.wasmtime_val_t * max(1, len(sig.params)))()
             for i, t in enumerate(sig.params):
-                self.params[i].kind = (ffi.WASMTIME_I32 if t == meter.I32 else
+                self.params[i].kind = (ffi.WASMTIME_I32 if t == binary.I32 else
                                        ffi.WASMTIME_I64).value
             self.results = (ffi.wasmtime_val_t * max(1, self.nresults))()
             self.pointer = ctypes.byref(func._func)
@@ -280,7 +280,7 @@ class _WasmtimeInstance(Instance):
         self._memory_extern: Any = None
         self._view: Memory | None = None     # reused while the size is unchanged
 
-    def _func(self, name: str, sig: meter.FuncSig) -> _WasmtimeFunc:
+    def _func(self, name: str, sig: binary.FuncSig) -> _WasmtimeFunc:
         entry = self._funcs.get(name)
         if entry is None:
             func = self._exports[name]

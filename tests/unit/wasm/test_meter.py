@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 
-from pyscheduler.wasm import meter
+from pyscheduler.wasm import binary, meter
 from pyscheduler.wasm.errors import CallError, LoadError
 
 wasmtime = pytest.importorskip("wasmtime")
@@ -63,22 +63,22 @@ I32_VALUES = [0, 1, 2, 3, 7, 13, 100, -1, -7, 0x7FFFFFFF, -0x80000000, 123456789
 I64_VALUES = [0, 1, 2, 7, -1, -13, 2**40 + 5, -(2**63), 2**63 - 1, 1234567890123, 64, 3]
 
 
-def vectors(sig: meter.FuncSig) -> list[tuple[int, ...]]:
+def vectors(sig: binary.FuncSig) -> list[tuple[int, ...]]:
     if not sig.params:
         return [()]
     out = []
     for i in range(len(I32_VALUES)):
-        out.append(tuple((I32_VALUES if t == meter.I32 else I64_VALUES)[(i + 5 * j) % 12]
+        out.append(tuple((I32_VALUES if t == binary.I32 else I64_VALUES)[(i + 5 * j) % 12]
                          for j, t in enumerate(sig.params)))
     return out
 
 
 def plan(wasm: bytes) -> list[tuple[str, tuple[int, ...]]]:
     """Every exported function with integer parameters, each with its argument vectors."""
-    info = meter.parse(wasm)
+    info = binary.parse(wasm)
     calls = []
     for name, sig in info.export_sigs.items():
-        if all(t in (meter.I32, meter.I64) for t in sig.params):
+        if all(t in (binary.I32, binary.I64) for t in sig.params):
             calls += [(name, args) for args in vectors(sig)]
     return calls
 
@@ -132,7 +132,7 @@ def test_rewritten_fixture_computes_the_same_on_wasmer(family: str) -> None:
     from pyscheduler.wasm.vm import Limits, get_runtime
 
     original = fixture(family)
-    info = meter.parse(original)
+    info = binary.parse(original)
     calls = [(n, a) for n, a in plan(original) if len(info.export_sigs[n].results) <= 1]
     expected = [o[:1] + ((o[1] if o[0] == "ok" else None),) + o[2:]
                 for o in run_wasmtime(original, calls, metered=False)]
@@ -285,7 +285,7 @@ def test_memory_and_table_maximums_are_capped() -> None:
              ("(memory 0)", None, (0, None))]
     for decl, cap, want in cases:
         rewritten = meter.instrument(wat(f"(module {decl})"), fuel=1, memory_cap_pages=cap)
-        assert meter.parse(rewritten).memory == want, decl
+        assert binary.parse(rewritten).memory == want, decl
     grow = wat("""(module (memory 1)
       (func (export "grow") (result i32) (memory.grow (i32.const 1))))""")
     engine = wasmtime.Engine()
@@ -295,9 +295,9 @@ def test_memory_and_table_maximums_are_capped() -> None:
     assert [fn(store) for _ in range(4)] == [1, 2, -1, -1]
 
     table = meter.instrument(wat("(module (table 1 funcref))"), fuel=1, memory_cap_pages=None)
-    assert f"(table (;0;) 1 {meter.MAX_TABLE_ELEMENTS} funcref)" in wasm2wat(table)
+    assert f"(table (;0;) 1 {binary.MAX_TABLE_ELEMENTS} funcref)" in wasm2wat(table)
     with pytest.raises(LoadError, match="table minimum"):
-        meter.parse(wat(f"(module (table {meter.MAX_TABLE_ELEMENTS + 1} funcref))"))
+        binary.parse(wat(f"(module (table {binary.MAX_TABLE_ELEMENTS + 1} funcref))"))
 
 
 def wasm2wat(wasm: bytes) -> str:
@@ -319,7 +319,7 @@ def test_sections_are_added_when_missing_and_globals_keep_their_indices() -> Non
         exports = wasmtime.Instance(store, wasmtime.Module(engine, rewritten), []).exports(store)
         assert exports[meter.FUEL_EXPORT].value(store) == 77
         assert exports[meter.DEPTH_EXPORT].value(store) == 0
-    info = meter.parse(meter.instrument(fixture("globals"), fuel=1, memory_cap_pages=None))
+    info = binary.parse(meter.instrument(fixture("globals"), fuel=1, memory_cap_pages=None))
     assert info.defined_globals == 5 + 2
 
 
@@ -328,7 +328,7 @@ def test_the_name_section_is_kept_and_other_custom_sections_dropped() -> None:
     custom = section(0, b"\x05extra" + b"payload")
     rewritten = meter.instrument(original + custom, fuel=BIG_FUEL, memory_cap_pages=None)
     names = []
-    for sid, start, end in meter.parse(rewritten).sections:
+    for sid, start, end in binary.parse(rewritten).sections:
         if sid == 0:
             names.append(rewritten[start + 1:start + 1 + rewritten[start]].decode())
     assert names == ["name"]
@@ -366,7 +366,7 @@ def test_malformed_bodies_are_refused(body: bytes) -> None:
 
 
 def check(wasm: bytes, memory_bytes: int = 1 << 20, max_module_bytes: int = 1 << 20) -> None:
-    meter.check(wasm, max_module_bytes=max_module_bytes, memory_bytes=memory_bytes)
+    binary.check(wasm, max_module_bytes=max_module_bytes, memory_bytes=memory_bytes)
 
 
 @pytest.mark.parametrize(("text", "message"), [
@@ -405,7 +405,7 @@ def test_check_refuses_non_modules_and_oversized_ones() -> None:
 
 
 def test_check_reports_imports_exports_and_signatures() -> None:
-    info = meter.check(wat("""(module
+    info = binary.check(wat("""(module
         (import "wssp" "log" (func (param i32 i32 i32)))
         (import "env" "abort" (func (param i32 i32 i32 i32)))
         (memory (export "mem") 1 2)
@@ -415,5 +415,5 @@ def test_check_reports_imports_exports_and_signatures() -> None:
     assert [(i.module, i.name, i.kind) for i in info.imports] == [
         ("wssp", "log", "func"), ("env", "abort", "func")]
     assert info.exports == {"mem": "memory", "wssp_abi_v1": "global", "wssp_filter": "func"}
-    assert info.export_sigs["wssp_filter"] == meter.FuncSig((meter.I32,), (meter.I32,))
+    assert info.export_sigs["wssp_filter"] == binary.FuncSig((binary.I32,), (binary.I32,))
     assert info.memory == (1, 2) and info.memory_export == "mem"

@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from pyscheduler.wasm import meter, vm
+from pyscheduler.wasm import binary, meter, vm
 from pyscheduler.wasm.errors import CallError, LoadError
 
 PACKAGES = {"wasmtime": ("wasmtime",), "wasmer": ("wasmer", "wasmer_compiler_cranelift")}
@@ -46,7 +46,7 @@ def runtime(request: pytest.FixtureRequest) -> vm.Runtime:
     return vm.get_runtime(request.param)
 
 
-SMALL = vm.Limits(memory_bytes=4 * meter.PAGE_SIZE, fuel=2_000_000, timeout_seconds=5)
+SMALL = vm.Limits(memory_bytes=4 * binary.PAGE_SIZE, fuel=2_000_000, timeout_seconds=5)
 
 GUEST = wat(r"""(module
   (import "wssp" "log" (func $log (param i32 i32 i32)))
@@ -126,9 +126,9 @@ def test_globals(runtime: vm.Runtime) -> None:
 
 def test_memory_view_is_shared_with_the_guest(runtime: vm.Runtime) -> None:
     instance = runtime.compile(GUEST, SMALL).instantiate()
-    assert instance.memory_size() == meter.PAGE_SIZE
+    assert instance.memory_size() == binary.PAGE_SIZE
     mem = instance.memory()
-    assert mem.dtype == np.uint8 and mem.shape == (meter.PAGE_SIZE,)
+    assert mem.dtype == np.uint8 and mem.shape == (binary.PAGE_SIZE,)
     assert bytes(mem[16:27]) == b"hello, host"
     mem[1000:1004] = [1, 2, 3, 250]                  # host writes, guest reads
     assert instance.call("load", 1003) == 250
@@ -139,11 +139,11 @@ def test_memory_view_is_shared_with_the_guest(runtime: vm.Runtime) -> None:
     mem[5000:5008].view(np.int64)[0] = -2            # typed views of the same bytes
     assert instance.call("load", 5000) == 0xFE
     assert instance.call("grow", 1) == 1             # grown: fetch the view again
-    assert instance.memory_size() == 2 * meter.PAGE_SIZE
+    assert instance.memory_size() == 2 * binary.PAGE_SIZE
     mem = instance.memory()
-    assert mem.shape == (2 * meter.PAGE_SIZE,) and mem[2000] == 77
+    assert mem.shape == (2 * binary.PAGE_SIZE,) and mem[2000] == 77
     mem[-1] = 9
-    assert instance.call("load", 2 * meter.PAGE_SIZE - 1) == 9
+    assert instance.call("load", 2 * binary.PAGE_SIZE - 1) == 9
 
 
 def test_an_endless_loop_runs_out_of_fuel(runtime: vm.Runtime) -> None:
@@ -213,7 +213,7 @@ def test_wall_clock_deadline_on_wasmtime() -> None:
 def test_a_memory_bomb_stops_at_the_cap(runtime: vm.Runtime) -> None:
     instance = runtime.compile(GUEST, SMALL).instantiate()
     assert instance.call("bomb") == 3               # 1 page to begin with, cap 4
-    assert instance.memory_size() == 4 * meter.PAGE_SIZE
+    assert instance.memory_size() == 4 * binary.PAGE_SIZE
     assert instance.call("grow", 1) == -1
     assert instance.call("grow", 0) == 4
     assert not instance.poisoned
