@@ -49,6 +49,7 @@ import yaml
 from yaml.constructor import ConstructorError
 
 from pyscheduler.api import names
+from pyscheduler.api.problems import InputError
 from pyscheduler.api.validation import validate_labels
 from pyscheduler.settings import (
     ASSUMED_POD_TTL_SECONDS,
@@ -90,7 +91,7 @@ __all__ = [
     "RESERVED_POOL_LABELS",
     "RUNTIMES",
     "ConfigError",
-    "FieldError",
+    "ConfigProblem",
     "dump_config",
     "load_config",
     "parse_config",
@@ -111,7 +112,7 @@ _RESOURCE_NAME_RE: Final = re.compile(
 
 
 @dataclass(frozen=True, slots=True)
-class FieldError:
+class ConfigProblem:
     """One problem: the YAML path of the field (empty for the document itself) and what is wrong."""
 
     path: str
@@ -121,16 +122,19 @@ class FieldError:
         return f"{self.path}: {self.message}" if self.path else self.message
 
 
-class ConfigError(ValueError):
+class ConfigError(InputError):
     """The configuration is unreadable or invalid; the message names every offending field.
 
-    ``source`` names the document (usually its file path); ``errors`` lists each problem.
+    ``source`` names the document (usually its file path); ``errors`` lists each problem, and
+    ``problems`` the same as lines (``<source>: <field>: <what is wrong>``).
     """
 
-    def __init__(self, source: str, errors: Sequence[FieldError]) -> None:
+    separator = "\n"
+
+    def __init__(self, source: str, errors: Sequence[ConfigProblem]) -> None:
         self.source = source
-        self.errors: tuple[FieldError, ...] = tuple(errors)
-        super().__init__("\n".join(f"{source}: {error}" for error in self.errors))
+        self.errors: tuple[ConfigProblem, ...] = tuple(errors)
+        super().__init__(f"{source}: {error}" for error in self.errors)
 
 
 # --------------------------------------------------------------------------------------------
@@ -166,7 +170,7 @@ def load_config(path: str | None) -> SchedulerConfig:
         with open(path, encoding="utf-8") as stream:
             text = stream.read()
     except (OSError, UnicodeDecodeError) as exc:
-        raise ConfigError(path, [FieldError("", f"cannot read the file: {exc}")]) from exc
+        raise ConfigError(path, [ConfigProblem("", f"cannot read the file: {exc}")]) from exc
     try:
         data = yaml.load(text, Loader=_StrictSafeLoader)  # noqa: S506 - a SafeLoader subclass
     except yaml.MarkedYAMLError as exc:
@@ -175,9 +179,9 @@ def load_config(path: str | None) -> SchedulerConfig:
         what = exc.problem or "unreadable"
         if exc.context:
             what += f" ({exc.context})"
-        raise ConfigError(path, [FieldError("", f"invalid YAML{where}: {what}")]) from exc
+        raise ConfigError(path, [ConfigProblem("", f"invalid YAML{where}: {what}")]) from exc
     except yaml.YAMLError as exc:
-        raise ConfigError(path, [FieldError("", f"invalid YAML: {exc}")]) from exc
+        raise ConfigError(path, [ConfigProblem("", f"invalid YAML: {exc}")]) from exc
     return parse_config(data, path)
 
 
@@ -307,10 +311,10 @@ class _Parser:
     """
 
     def __init__(self) -> None:
-        self.errors: list[FieldError] = []
+        self.errors: list[ConfigProblem] = []
 
     def fail(self, path: str, message: str) -> None:
-        self.errors.append(FieldError(path, message))
+        self.errors.append(ConfigProblem(path, message))
 
     def mapping(self, value: object, path: str, known: Sequence[str]) -> Mapping[str, object]:
         if not isinstance(value, Mapping):

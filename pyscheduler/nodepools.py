@@ -26,6 +26,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from pyscheduler.api.problems import InputError
 from pyscheduler.api.quantity import QuantityError, parse_quantity
 from pyscheduler.api.times import rfc3339
 
@@ -39,8 +40,11 @@ _POOL_FIELDS = frozenset({"name", "count", "cpu", "memory", "pods", "ephemeralSt
                           "extendedResources", "zones", "labels", "taints"})
 
 
-class NodePoolError(ValueError):
+class NodePoolError(InputError):
     """A node pool that cannot be used; the message names the field."""
+
+    def __init__(self, problem: str) -> None:
+        super().__init__([problem])
 
 
 @dataclass

@@ -22,6 +22,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from pyscheduler.api.problems import InputError
 from pyscheduler.api.labels import LabelSelector, SelectorError, label_selector_from_dict
 from pyscheduler.api.quantity import QuantityError, milli_value, parse_quantity, value
 
@@ -50,7 +51,7 @@ MAX_QUANTITY = 2**53
 Obj = Mapping[str, Any]
 
 
-class PodSpecError(ValueError):
+class PodSpecError(InputError):
     """A pod whose spec cannot be scheduled as written; ``problems`` lists every issue.
 
     ``partial`` is the pod as far as it could be parsed (requests capped at
@@ -59,8 +60,7 @@ class PodSpecError(ValueError):
     """
 
     def __init__(self, problems: list[str], partial: PodInfo | None = None) -> None:
-        super().__init__("; ".join(problems))
-        self.problems = problems
+        super().__init__(problems)
         self.partial = partial
 
 

@@ -8,6 +8,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from pyscheduler.api.problems import InputError
 from pyscheduler.api.names import TAG_POD_NAME, TAG_POD_NAMESPACE, TAG_POD_UID, TAG_POOL
 from pyscheduler.api.quantity import QuantityError, milli_value, value
 from pyscheduler.virtual.types import ContainerSpec, InstanceRequest
@@ -21,12 +22,11 @@ _SIZED = ("cpu", "memory")
 _IGNORED_RESOURCES = ("ephemeral-storage",)
 
 
-class PodConversionError(ValueError):
+class PodConversionError(InputError):
     """The pod cannot be run as a container instance; ``problems`` names each reason."""
 
     def __init__(self, problems: Sequence[str]) -> None:
-        super().__init__("; ".join(problems))
-        self.problems = tuple(problems)
+        super().__init__(problems)
 
 
 @dataclass(frozen=True, slots=True)

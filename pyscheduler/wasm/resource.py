@@ -38,6 +38,7 @@ from types import MappingProxyType
 from typing import Any, Final
 from urllib.parse import urlsplit
 
+from pyscheduler.api.problems import InputError
 from pyscheduler.settings import MAX_CALL_TIMEOUT_MILLISECONDS, is_int, render_value
 
 __all__ = [
@@ -182,17 +183,18 @@ class FragmentSpec:
         return json.dumps(_thaw(self.config), separators=(",", ":"), ensure_ascii=False)
 
 
-class ResourceError(ValueError):
+class ResourceError(InputError):
     """A resource that cannot be served, with every problem found.
 
     ``problems`` holds one ``"<field path>: <what is wrong>"`` line per problem; ``str()`` is the
     lines joined by newlines. ``resource_name`` is the resource's name ("" when it has none).
     """
 
+    separator = "\n"
+
     def __init__(self, resource_name: str, problems: Sequence[str]) -> None:
         self.resource_name = resource_name
-        self.problems: list[str] = list(problems)
-        super().__init__("\n".join(self.problems))
+        super().__init__(problems)
 
 
 # --------------------------------------------------------------------------------------------

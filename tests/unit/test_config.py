@@ -13,7 +13,7 @@ import yaml
 
 from pyscheduler.config import (
     ConfigError,
-    FieldError,
+    ConfigProblem,
     dump_config,
     load_config,
     parse_config,
@@ -335,7 +335,7 @@ def test_error_carries_fields_as_data() -> None:
         parse_config({"plugins": {"score": {"NodeAffinity": {"weight": "x"}}}}, SRC)
     assert isinstance(info.value, ValueError)
     assert info.value.source == SRC
-    assert info.value.errors == (FieldError(
+    assert info.value.errors == (ConfigProblem(
         "plugins.score.NodeAffinity.weight", 'must be an integer between 0 and 100, got "x"'),)
 
 

@@ -44,7 +44,7 @@ def problems_of(obj: Any) -> list[str]:
     with pytest.raises(ResourceError) as info:
         parse_resource(obj)
     assert str(info.value) == "\n".join(info.value.problems)
-    return info.value.problems
+    return list(info.value.problems)
 
 
 # ---- valid resources ------------------------------------------------------------------------
