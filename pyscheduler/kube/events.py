@@ -47,13 +47,13 @@ import structlog
 from pyscheduler.kube.client import KubeClient, api_path
 from pyscheduler.kube.errors import KubeError, NotFoundError, is_retryable
 from pyscheduler.kube.tasks import bounded, cancel_and_wait
+from pyscheduler.pacing import TokenBucket
 from pyscheduler.api.times import micro_time, utcnow
 
 __all__ = [
     "EventRecorder",
     "EventType",
     "NOTE_LIMIT",
-    "TokenBucket",
     "object_reference",
 ]
 
@@ -89,35 +89,6 @@ def _truncate(note: str) -> str:
     if len(raw) <= NOTE_LIMIT:
         return note
     return raw[:NOTE_LIMIT - 3].decode("utf-8", "ignore") + "..."
-
-
-class TokenBucket:
-    """A token bucket: ``rate`` tokens per second, at most ``burst`` saved up. Not thread-safe."""
-
-    def __init__(self, *, rate: float, burst: int,
-                 clock: Callable[[], float] = time.monotonic) -> None:
-        if rate <= 0 or burst < 1:
-            raise ValueError("a token bucket needs rate > 0 and burst >= 1")
-        self.rate = rate
-        self.burst = burst
-        self._clock = clock
-        self._tokens = float(burst)
-        self._at = clock()
-
-    def try_take(self) -> bool:
-        now = self._clock()
-        self._tokens = min(float(self.burst), self._tokens + (now - self._at) * self.rate)
-        self._at = now
-        if self._tokens >= 1.0:
-            self._tokens -= 1.0
-            return True
-        return False
-
-    def wait_time(self) -> float:
-        """Seconds until :meth:`try_take` can next succeed (0 if it can now)."""
-        now = self._clock()
-        tokens = min(float(self.burst), self._tokens + (now - self._at) * self.rate)
-        return max(0.0, (1.0 - tokens) / self.rate)
 
 
 @dataclass(eq=False)

@@ -46,6 +46,7 @@ from typing import Any
 
 import structlog
 
+from pyscheduler.pacing import Backoff
 from pyscheduler.kube.client import KubeClient
 from pyscheduler.kube.errors import (
     ApiStatusError,
@@ -55,7 +56,7 @@ from pyscheduler.kube.errors import (
 )
 from pyscheduler.kube.tasks import cancel_and_wait
 
-__all__ = ["Backoff", "Handlers", "Informer", "OnAdd", "OnDelete", "OnUpdate", "object_key"]
+__all__ = ["Handlers", "Informer", "OnAdd", "OnDelete", "OnUpdate", "object_key"]
 
 log = structlog.get_logger("pyscheduler.kube.informer")
 
@@ -82,31 +83,6 @@ def _meta(obj: Obj, field: str) -> str:
     meta = obj.get("metadata")
     value = meta.get(field) if isinstance(meta, dict) else None
     return value if isinstance(value, str) else ""
-
-
-class Backoff:
-    """Exponential backoff with full jitter around the nominal delay (×[0.5, 1.5)).
-
-    ``next()`` returns the delay to wait now and doubles the nominal delay up to ``maximum``;
-    ``reset()`` goes back to ``initial`` after a success.
-    """
-
-    def __init__(self, *, initial: float = 0.2, maximum: float = 30.0,
-                 rng: random.Random | None = None) -> None:
-        if initial <= 0 or maximum < initial:
-            raise ValueError("backoff needs 0 < initial <= maximum")
-        self.initial = initial
-        self.maximum = maximum
-        self._current = initial
-        self._rng = rng or random.Random()
-
-    def next(self) -> float:
-        delay = self._current * (0.5 + self._rng.random())
-        self._current = min(self._current * 2, self.maximum)
-        return min(delay, self.maximum)
-
-    def reset(self) -> None:
-        self._current = self.initial
 
 
 @dataclass(frozen=True)

@@ -54,7 +54,7 @@ import orjson
 import structlog
 
 from pyscheduler import __version__
-from pyscheduler.kube.informer import Backoff
+from pyscheduler.pacing import Backoff
 from pyscheduler.virtual.types import (
     CloudError,
     ContainerSpec,

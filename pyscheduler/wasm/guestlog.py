@@ -24,7 +24,7 @@ from typing import Any
 
 import structlog
 
-from pyscheduler.kube.events import TokenBucket
+from pyscheduler.pacing import TokenBucket
 
 __all__ = ["MAX_CHARS", "GuestLog", "escape_controls"]
 

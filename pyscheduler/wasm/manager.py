@@ -70,9 +70,10 @@ from pyscheduler.framework.pipeline import Selection, StageFailed, StageOverride
 from pyscheduler.framework.pod import PodInfo
 from pyscheduler.kube.client import api_path
 from pyscheduler.kube.errors import NotFoundError
-from pyscheduler.kube.informer import Backoff, Informer
+from pyscheduler.kube.informer import Informer
 from pyscheduler.kube.tasks import Supervisor, cancel_and_wait
 from pyscheduler.metrics import SchedulerMetrics
+from pyscheduler.pacing import Backoff
 from pyscheduler.wasm import storage
 from pyscheduler.wasm.errors import CallError, FragmentError, StorageError
 from pyscheduler.wasm.fragment import Answers, Breaker, BreakerState, Fragment, unchanged_rows

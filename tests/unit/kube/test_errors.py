@@ -10,8 +10,9 @@ import pytest
 
 from pyscheduler.kube import errors
 from pyscheduler.api.times import micro_time
-from pyscheduler.kube.events import TokenBucket, object_reference
-from pyscheduler.kube.informer import Backoff, object_key
+from pyscheduler.kube.events import object_reference
+from pyscheduler.kube.informer import object_key
+from pyscheduler.pacing import Backoff, TokenBucket
 
 
 def status(code: int, reason: str, **details: Any) -> dict[str, Any]:
