@@ -351,22 +351,24 @@ def _tolerations(items: Any, problems: list[str]) -> tuple[Toleration, ...]:
 
 
 def _host_ports(spec: Obj) -> tuple[HostPort, ...]:
+    """The host ports the pod holds while it runs: those of its app containers and of its
+    sidecars (init containers with ``restartPolicy: Always``), as kube's GetHostPorts counts
+    them. An ordinary init container has finished before the app containers start. With
+    ``hostNetwork``, a container port without a host port is one (the API server defaults the
+    host port to the container port)."""
     out = []
-    for key in ("initContainers", "containers"):
-        for c in spec.get(key) or ():
-            if not isinstance(c, Mapping):
+    running = [c for c in spec.get("initContainers") or ()
+               if isinstance(c, Mapping) and c.get("restartPolicy") == "Always"]
+    running += [c for c in spec.get("containers") or () if isinstance(c, Mapping)]
+    host_network = bool(spec.get("hostNetwork"))
+    for c in running:
+        for p in c.get("ports") or ():
+            if not isinstance(p, Mapping):
                 continue
-            for p in c.get("ports") or ():
-                if isinstance(p, Mapping) and p.get("hostPort"):
-                    out.append(HostPort(str(p.get("hostIP") or "0.0.0.0"),
-                                        str(p.get("protocol") or "TCP"), int(p["hostPort"])))
-    if spec.get("hostNetwork"):
-        # With host networking every container port is a host port.
-        for c in spec.get("containers") or ():
-            for p in (c.get("ports") or ()) if isinstance(c, Mapping) else ():
-                if isinstance(p, Mapping) and p.get("containerPort") and not p.get("hostPort"):
-                    out.append(HostPort(str(p.get("hostIP") or "0.0.0.0"),
-                                        str(p.get("protocol") or "TCP"), int(p["containerPort"])))
+            port = p.get("hostPort") or (p.get("containerPort") if host_network else None)
+            if port:
+                out.append(HostPort(str(p.get("hostIP") or "0.0.0.0"),
+                                    str(p.get("protocol") or "TCP"), int(port)))
     return tuple(out)
 
 

@@ -14,8 +14,10 @@ of ``k8s.io/component-helpers/scheduling/corev1/nodeaffinity``:
   single requirement value; labels that are not integers never match). ``matchFields`` supports
   only ``metadata.name`` with ``In`` / ``NotIn`` and exactly one value.
 * **Terms that can never match.** An empty term (no expressions, no fields) selects no node, and a
-  term that kube cannot parse (``Gt`` with a non-integer, ``matchFields`` with several values...)
-  selects no node either: kube's lazy-error selector reports the parse error and skips the term.
+  term that kube cannot parse (``Gt`` with a non-integer, ``matchFields`` with several values,
+  ``In``/``NotIn`` with a value that is not a valid label value — which pod validation lets
+  through) selects no node either: kube's lazy-error selector reports the parse error and skips
+  the term.
 * **PreFilter node names.** When *every* required term pins ``metadata.name In``, kube's PreFilter
   narrows the candidates to the union of those names and the framework reports every other node
   as ``node(s) didn't satisfy plugin(s) [NodeAffinity]``; when that union is empty the pod fails
@@ -44,6 +46,7 @@ from typing import ClassVar, cast
 
 import numpy as np
 
+from pyscheduler.api.validation import is_valid_label_value
 from pyscheduler.framework.interface import MAX_NODE_SCORE, CycleContext, FilterResult, Reason
 from pyscheduler.framework.nodetable import BoolArray, IntArray, NodeTable, RowView
 from pyscheduler.framework.pod import NodeSelectorRequirement, NodeSelectorTerm
@@ -139,10 +142,14 @@ def _values_mask(table: NodeTable, n: int, key: str, values: tuple[str, ...]) ->
 def _expression_mask(table: NodeTable, n: int, r: NodeSelectorRequirement) -> BoolArray | None:
     """Rows satisfying one ``matchExpressions`` requirement; None when it cannot be parsed."""
     op = r.operator
+    if op in ("In", "NotIn") and (not r.values or not _valid_values(r.values)):
+        # labels.NewRequirement refuses a value that is not a valid label value, and kube's
+        # lazy-error selector then skips the whole term: even NotIn matches no node.
+        return None
     if op == "In":
-        return _values_mask(table, n, r.key, r.values) if r.values else None
+        return _values_mask(table, n, r.key, r.values)
     if op == "NotIn":
-        return ~_values_mask(table, n, r.key, r.values) if r.values else None
+        return ~_values_mask(table, n, r.key, r.values)
     if op == "Exists":
         return table.has_label(r.key) if not r.values else None
     if op == "DoesNotExist":
@@ -155,6 +162,10 @@ def _expression_mask(table: NodeTable, n: int, r: NodeSelectorRequirement) -> Bo
             return _label_value_mask(table, n, r.key, lambda v: _greater(v, bound))
         return _label_value_mask(table, n, r.key, lambda v: _less(v, bound))
     return None
+
+
+def _valid_values(values: tuple[str, ...]) -> bool:
+    return not any(is_valid_label_value(v) for v in values)
 
 
 def _greater(value: str, bound: int) -> bool:

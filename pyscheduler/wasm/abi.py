@@ -31,6 +31,7 @@ import numpy as np
 import numpy.typing as npt
 import orjson
 
+from pyscheduler.api.validation import is_valid_label_value
 from pyscheduler.api.names import PROVIDER_TAINT_KEY
 from pyscheduler.framework.interface import CycleContext, FilterResult, Reason
 from pyscheduler.framework.nodetable import BoolArray, IntArray, NodeTable
@@ -510,6 +511,10 @@ class Guest:
         label = self._add_label_key(key)
         op = _OPS[req.operator]
         values: list[int] = []
+        if op in (0, 1) and key != NAME_FIELD and any(is_valid_label_value(v) for v in req.values):
+            # A value that is not a valid label value makes kube skip the whole term: passed
+            # as In with no values, which matches no node in every guest (ABI.md §4.2).
+            return struct.pack("<IIII", term, label, 0, 0)
         if op in (0, 1):
             if key == NAME_FIELD:
                 values = [self._table.slots.get(v, -1) for v in req.values]

@@ -74,6 +74,15 @@ def cluster(pod: PodBuilder) -> CycleContext:
                  id="matchFields NotIn metadata.name"),
     pytest.param(make_pod().required_term(expr("tier", "Exists"), fields=[field("NotIn", "n3")]),
                  {"n1"}, id="matchFields and matchExpressions are ANDed"),
+    # Pod validation lets any string through as a value; kube's selector parsing refuses one
+    # that is not a valid label value and the term then matches no node, even with NotIn.
+    pytest.param(make_pod().required_term(expr("zone", "NotIn", "not a label value!")), set(),
+                 id="NotIn with an invalid label value matches nothing"),
+    pytest.param(make_pod().required_term(expr("zone", "In", "a", "-bad-")), set(),
+                 id="In with an invalid label value matches nothing"),
+    pytest.param(make_pod().required_term(expr("zone", "NotIn", "x" * 64))
+                 .node_affinity_in("zone", "b"), {"n2"},
+                 id="a term with a too-long value is skipped among others"),
 ])
 def test_filter(pod: PodBuilder, passing: set[str]) -> None:
     ctx = cluster(pod)

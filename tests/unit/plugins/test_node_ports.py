@@ -73,3 +73,36 @@ def test_does_not_apply(pod: PodBuilder) -> None:
 
 def test_name() -> None:
     assert NAME == NodePorts.name == "NodePorts"
+
+
+def _with_init_port(obj: dict[str, Any], port: int, *, sidecar: bool) -> dict[str, Any]:
+    init: dict[str, Any] = {"name": f"init-{port}", "image": "x",
+                            "ports": [{"containerPort": port, "hostPort": port}]}
+    if sidecar:
+        init["restartPolicy"] = "Always"
+    obj["spec"].setdefault("initContainers", []).append(init)
+    return obj
+
+
+@pytest.mark.parametrize(("sidecar", "want"), [
+    pytest.param(False, [], id="an ordinary init container's port is free once it has run"),
+    pytest.param(True, CONFLICT, id="a sidecar's port is held while the pod runs"),
+])
+def test_init_container_ports_of_the_incoming_pod(sidecar: bool,
+                                                  want: list[tuple[str, bool]]) -> None:
+    # kube's GetHostPorts: app containers and restartable (sidecar) init containers only.
+    pod = _with_init_port(make_pod().obj(), 8080, sidecar=sidecar)
+    ctx = context(pod, [make_node("n1").obj()], pods={"n1": running((8080, "TCP", ""))})
+    assert outcome(NodePorts().filter(ctx), ctx.table) == {"n1": want}
+
+
+@pytest.mark.parametrize(("sidecar", "want"), [
+    pytest.param(False, [], id="an ordinary init container of a pod on the node holds nothing"),
+    pytest.param(True, CONFLICT, id="a sidecar of a pod on the node holds its port"),
+])
+def test_init_container_ports_of_pods_on_the_node(sidecar: bool,
+                                                  want: list[tuple[str, bool]]) -> None:
+    existing = _with_init_port(make_pod("existing").obj(), 8080, sidecar=sidecar)
+    ctx = context(make_pod().host_port(8080).obj(), [make_node("n1").obj()],
+                  pods={"n1": [existing]})
+    assert outcome(NodePorts().filter(ctx), ctx.table) == {"n1": want}

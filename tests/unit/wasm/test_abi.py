@@ -7,6 +7,7 @@ on the host shows up as a wrong verdict or score here.
 from __future__ import annotations
 
 import struct
+from typing import Any
 from pathlib import Path
 
 import numpy as np
@@ -91,6 +92,36 @@ def test_changed_rows_reach_the_guest_and_only_they_are_rewritten() -> None:
     assert mem_before != bytes(guest.instance.memory())
 
 
+def requirements_of(frag: Fragment, table: Any, obj: dict[str, Any]) -> tuple[
+        bytes, int, list[str], list[tuple[int, str, int, tuple[int, ...]]]]:
+    """Filter ``obj`` with ``frag`` and read back the pod record and its node requirements
+    (term, label key, op, values) from the guest's memory."""
+    frag.filter(CycleContext.for_pod(pod_info(obj), table))
+    guest = frag.prepare(table)
+    mem = guest.instance.memory()
+    pod_ptr, pod_len = struct.unpack_from("<II", mem, guest.ctx + 64)
+    record = bytes(mem[pod_ptr: pod_ptr + pod_len])
+    r = len(table.resources)
+    *_, n_reqs, req_off = struct.unpack_from("<qqiIII", record, 8 + 8 * r)
+    keys_ptr, keys_len = struct.unpack_from("<II", mem, guest.ctx + 44)
+    keys = bytes(mem[keys_ptr: keys_ptr + keys_len]).decode().split("\n")
+    reqs = []
+    off = req_off
+    for _ in range(n_reqs):
+        term, label, op, count = struct.unpack_from("<IIII", record, off)
+        reqs.append((term, keys[label], op, struct.unpack_from(f"<{count}q", record, off + 16)))
+        off += 16 + 8 * count
+    return record, pod_len, keys, reqs
+
+
+def test_a_requirement_kube_cannot_parse_reaches_the_guest_as_matching_nothing() -> None:
+    table = build_table([zone_node("n1")])
+    frag = Fragment.load(PROBE, table=table)
+    obj = make_pod("p").required_term(expr("zone", "NotIn", "not a label value!")).obj()
+    *_, reqs = requirements_of(frag, table, obj)
+    assert reqs == [(1, "zone", 0, ())]  # In with no values (ABI.md 4.2)
+
+
 def test_pod_record_layout() -> None:
     table = build_table([zone_node("n1"), make_node("n2").capacity(
         cpu="4", memory="32Gi", pods=110).label("zone", "b").label("size", "7").obj()])
@@ -99,13 +130,10 @@ def test_pod_record_layout() -> None:
            .node_selector(zone="b")
            .required_term(expr("size", "Gt", "5"), expr("zone", "NotIn", "c", "a")).obj())
     obj["metadata"]["annotations"] = {"note": "x", "multi": "a\nb"}
-    ctx = CycleContext.for_pod(pod_info(obj), table)
-    frag.filter(ctx)
+    record, pod_len, keys, reqs = requirements_of(frag, table, obj)
     guest = frag.prepare(table)
     mem = guest.instance.memory()
     ctx_ptr = guest.ctx
-    pod_ptr, pod_len = struct.unpack_from("<II", mem, ctx_ptr + 64)
-    record = bytes(mem[pod_ptr: pod_ptr + pod_len])
     size, r = struct.unpack_from("<II", record, 0)
     assert size == pod_len and r == len(table.resources)
     requests = struct.unpack_from(f"<{r}q", record, 8)
@@ -117,17 +145,8 @@ def test_pod_record_layout() -> None:
     spans = struct.unpack_from("<8I", record, base + 32)
     texts = [record[spans[i]: spans[i] + spans[i + 1]].decode() for i in range(0, 8, 2)]
     assert texts == ["shop", "web", "app=web", "note=x"]
-    keys_ptr, keys_len = struct.unpack_from("<II", mem, ctx_ptr + 44)
-    keys = bytes(mem[keys_ptr: keys_ptr + keys_len]).decode().split("\n")
     assert keys[0] == "zone" and "size" in keys  # wanted first, then the pod's keys
     zone_ids = table.label_index["zone"].ids_by_value
-    reqs = []
-    off = req_off
-    for _ in range(n_reqs):
-        term, label, op, count = struct.unpack_from("<IIII", record, off)
-        values = struct.unpack_from(f"<{count}q", record, off + 16)
-        reqs.append((term, keys[label], op, values))
-        off += 16 + 8 * count
     assert reqs == [(0, "zone", 0, (zone_ids["b"],)), (1, "size", 4, (5,)),
                     (1, "zone", 1, (-1, zone_ids["a"]))]
     # The value lines of a key: value id v is line v.
