@@ -39,7 +39,8 @@ if ! is_python310 "$VENV/bin/python"; then
     rm -rf "$VENV"
     "$PY" -m venv "$VENV"
 fi
-if [ ! -f "$STAMP" ] || [ setup.cfg -nt "$STAMP" ] || [ pyproject.toml -nt "$STAMP" ] || [ sim/pyproject.toml -nt "$STAMP" ]; then
+if [ ! -f "$STAMP" ] || [ setup.cfg -nt "$STAMP" ] || [ pyproject.toml -nt "$STAMP" ] \
+        || [ sim/pyproject.toml -nt "$STAMP" ]; then
     pip=("$VENV/bin/python" -m pip install -q --disable-pip-version-check)
     "${pip[@]}" --upgrade pip
     "${pip[@]}" -e . -e ./sim

@@ -113,7 +113,8 @@ class SchedulerApp:
         access, secret = s.access_key, s.secret_key
         if s.credentials_secret is not None:
             ref = s.credentials_secret
-            obj = await self.client.get(api_path("v1", "secrets", namespace=ref.namespace, name=ref.name))
+            obj = await self.client.get(api_path("v1", "secrets", namespace=ref.namespace,
+                                                 name=ref.name))
             data = obj.get("data") or {}
             try:
                 access = base64.b64decode(data["accessKey"]).decode()

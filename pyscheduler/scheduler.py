@@ -32,8 +32,8 @@ small interface this class offers (:meth:`try_placement`, :meth:`reserve`, :meth
 from __future__ import annotations
 
 import asyncio
-import enum
 import dataclasses
+import enum
 import time
 from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from typing import Any, Protocol
@@ -42,7 +42,6 @@ import numpy as np
 import orjson
 import structlog
 
-from pyscheduler.api.times import rfc3339
 from pyscheduler.api.names import (
     DECISION_ANNOTATION,
     EXPLAIN_ANNOTATION,
@@ -50,6 +49,7 @@ from pyscheduler.api.names import (
     virtual_node_name,
 )
 from pyscheduler.api.labels import LabelSelector
+from pyscheduler.api.times import rfc3339
 from pyscheduler.settings import SchedulerConfig
 from pyscheduler.framework.cache import Cache
 from pyscheduler.framework.interface import CycleContext
@@ -172,9 +172,11 @@ class Scheduler:
         self._binds: set[asyncio.Task[None]] = set()
         self._attempts: set[asyncio.Task[None]] = set()  # attempts awaiting a fragment
         self._housekeeping_task: asyncio.Task[None] | None = None
-        self._pods = Informer(client, api_path("v1", "pods"), name="pods", on_add=self._pod_added,
+        self._pods = Informer(client, api_path("v1", "pods"), name="pods",
+                              on_add=self._pod_added,
                               on_update=self._pod_updated, on_delete=self._pod_deleted)
-        self._nodes = Informer(client, api_path("v1", "nodes"), name="nodes", on_add=self._node_set,
+        self._nodes = Informer(client, api_path("v1", "nodes"), name="nodes",
+                               on_add=self._node_set,
                                on_update=lambda old, new: self._node_set(new, old),
                                on_delete=self._node_deleted)
         self._namespaces = Informer(client, api_path("v1", "namespaces"), name="namespaces",
@@ -492,19 +494,15 @@ class Scheduler:
         message = ""
         if result.node is None:
             burst = self._burst_pass(ctx, active, wants_explain)
+            if burst is not None and decision is not None:
+                decision = {**explain(burst, names), "pass": "burst", "realNodes": decision}
             if burst is not None and burst.node is not None:
-                if decision is not None:
-                    decision = {**explain(burst, names), "pass": "burst",
-                                "realNodes": decision}
                 result = burst
             else:
                 if not result.diagnosed:
                     result = self.pipeline.schedule(ctx, active, sample=sample)
                 message = result.filtered.diagnose().message()
                 if burst is not None:
-                    if decision is not None:
-                        decision = {**explain(burst, names), "pass": "burst",
-                                    "realNodes": decision}
                     burst_message = burst.filtered.diagnose().message().replace(
                         "nodes are available", "cloud pools are available", 1)
                     message = f"{message} Burst: {burst_message}"

@@ -111,6 +111,17 @@ class CycleContext:
         rows: BoolArray = valid & virtual if self.virtual_pass else valid & ~virtual
         return rows
 
+    def candidate_rows(self, rows: IntArray) -> IntArray:
+        """Those of ``rows`` that :meth:`nodes` holds, looking at those rows only."""
+        table = self.table
+        keep = table.valid[rows]
+        if getattr(table, "virtual_count", 1):
+            keep &= table.virtual[rows] == self.virtual_pass
+        elif self.virtual_pass:
+            return rows[:0]
+        picked: IntArray = rows[keep]
+        return picked
+
     def zeros(self) -> IntArray:
         return np.zeros(self.table.n, np.int64)
 

@@ -282,7 +282,7 @@ class Pipeline:
         # Rows that are no candidates of this pass (virtual rows in the first, real ones in
         # the burst pass) are masked out by _builtin_feasible: not worth an answer. A row that
         # changes side changes, and is recomputed then.
-        rows = rows[ctx.nodes()[rows]]
+        rows = ctx.candidate_rows(rows)
         if not len(rows):
             return
         scalar = len(rows) <= self.SCALAR_ROWS

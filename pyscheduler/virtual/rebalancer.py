@@ -540,7 +540,8 @@ class Rebalancer:
         try:
             await client.patch(self._pod_path(ns, name), {
                 "metadata": {"annotations": {DELETION_COST_ANNOTATION: "-1000"}}})
-            await client.create(api_path("v1", "pods", namespace=ns, name=name, subresource="eviction"), {
+            await client.create(api_path("v1", "pods", namespace=ns, name=name,
+                                         subresource="eviction"), {
                 "apiVersion": "policy/v1", "kind": "Eviction",
                 "metadata": {"name": name, "namespace": ns},
                 "deleteOptions": {"preconditions": {"uid": uid}}})

@@ -29,7 +29,8 @@ from pyscheduler.wasm.fragment import Fragment
 from pyscheduler.wasm.resource import API_VERSION, KIND
 from pyscheduler.wasm.vm import Limits
 
-__all__ = ["VIRTUAL_NODE_REASON", "PodReport", "format_reports", "load_nodes", "load_pods", "resource_body",
+__all__ = ["VIRTUAL_NODE_REASON", "PodReport", "format_reports", "load_nodes", "load_pods",
+           "resource_body",
            "what_if"]
 
 Obj = dict[str, Any]
@@ -78,7 +79,8 @@ class PodReport:
 
 
 #: What the what-if says of a virtual node (a cloud pool's): it is not a candidate here.
-VIRTUAL_NODE_REASON = "a cloud pool's virtual node: used only when no real node fits (not tried here)"
+VIRTUAL_NODE_REASON = ("a cloud pool's virtual node: used only when no real node fits "
+                       "(not tried here)")
 
 
 def what_if(wasm: bytes, nodes: Sequence[Obj], pods: Sequence[Obj], *,

@@ -4,8 +4,8 @@ limits.
 ``get_runtime("wasmtime")`` (the default) or ``get_runtime("wasmer")`` returns a process-wide
 :class:`Runtime`; ``Runtime.compile`` checks and compiles bytes into a :class:`Module`;
 ``Module.instantiate`` makes an :class:`Instance` whose ``call`` runs one export under the
-:class:`Limits`. Both runtimes are imported lazily, so this module imports without either; each lives in a
-module of its own (:mod:`pyscheduler.wasm.vm_wasmtime`, :mod:`pyscheduler.wasm.vm_wasmer`),
+:class:`Limits`. Both runtimes are imported lazily, so this module imports without either;
+each lives in a module of its own (:mod:`pyscheduler.wasm.vm_wasmtime`, :mod:`pyscheduler.wasm.vm_wasmer`),
 this one holds what they share (limits, the host functions, the interface).
 
 Load-time checks are the runtime-independent ones of :mod:`pyscheduler.wasm.binary` (size, magic,

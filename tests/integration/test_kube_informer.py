@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -275,48 +276,56 @@ class TcpProxy:
                 writer.close()
 
 
+@contextlib.asynccontextmanager
+async def behind_a_proxy(cluster: BackgroundCluster) -> AsyncIterator[
+        tuple[KubeClient, TcpProxy, str, Recorder, Informer]]:
+    """A client straight to ``cluster``, and an informer on its default configmaps (not yet
+    started) that reaches it through a :class:`TcpProxy` the test can pause or cut."""
+    async with await KubeClient.from_kubeconfig(str(cluster.kubeconfig)) as direct:
+        proxy = TcpProxy(cluster.cluster.server.host, cluster.cluster.server.port)
+        port = await proxy.start()
+        proxied = direct.with_config(host=f"https://127.0.0.1:{port}")
+        collection = api_path("v1", "configmaps", namespace="default")
+        seen = Recorder()
+        informer = Informer(proxied, collection, backoff_initial=0.05, **seen.handlers())
+        try:
+            yield direct, proxy, collection, seen, informer
+        finally:
+            await informer.stop()
+            await proxy.close()
+            await proxied.close()
+
+
 def test_expired_watch_relists_and_delivers_missed_deletes(tmp_path: Path) -> None:
     spec = ClusterSpec(pools=[PoolSpec(name="n", count=1)])
     with BackgroundCluster(spec, tmp_path, history=5) as small:
         async def body() -> None:
-            async with await KubeClient.from_kubeconfig(str(small.kubeconfig)) as direct:
-                proxy = TcpProxy(small.cluster.server.host, small.cluster.server.port)
-                port = await proxy.start()
-                proxied = direct.with_config(host=f"https://127.0.0.1:{port}")
-                collection = api_path("v1", "configmaps", namespace="default")
+            async with behind_a_proxy(small) as (direct, proxy, collection, seen, informer):
                 for i in range(3):
                     await direct.create(collection, configmap(f"old-{i}"))
-                seen = Recorder()
-                informer = Informer(proxied, collection, backoff_initial=0.05,
-                                    **seen.handlers())
                 informer.start()
-                try:
-                    await asyncio.wait_for(informer.synced.wait(), 5)
-                    await direct.create(collection, configmap("kept"))
-                    await eventually(lambda: "kept" in seen.model, what="the watch")
-                    proxy.pause()
-                    # While the informer hears nothing: delete what it knows, write more than
-                    # the server's history holds, then cut the connection.
-                    for i in range(3):
-                        await direct.delete(api_path("v1", "configmaps", namespace="default",
-                                                     name=f"old-{i}"))
-                    await direct.patch(api_path("v1", "configmaps", namespace="default",
-                                                name="kept"), {"data": {"v": "2"}})
-                    for i in range(8):
-                        await direct.create(collection, configmap(f"new-{i}"))
-                    await asyncio.sleep(0.1)  # the server has sent them to the proxy
-                    assert "new-0" not in seen.model
-                    proxy.cut()
-                    expected = await server_state(direct, collection)
-                    await eventually(lambda: seen.model == expected, what="the relist")
-                    assert informer.relists == 1 and informer.reconnects >= 1
-                    assert sorted(seen.names("delete")) == ["old-0", "old-1", "old-2"]
-                    assert [c for c in seen.calls if c[1] == "kept"][-1][0] == "update"
-                    assert seen.names("add")[-8:] == [f"new-{i}" for i in range(8)]
-                finally:
-                    await informer.stop()
-                    await proxy.close()
-                    await proxied.close()
+                await asyncio.wait_for(informer.synced.wait(), 5)
+                await direct.create(collection, configmap("kept"))
+                await eventually(lambda: "kept" in seen.model, what="the watch")
+                proxy.pause()
+                # While the informer hears nothing: delete what it knows, write more than
+                # the server's history holds, then cut the connection.
+                for i in range(3):
+                    await direct.delete(api_path("v1", "configmaps", namespace="default",
+                                                 name=f"old-{i}"))
+                await direct.patch(api_path("v1", "configmaps", namespace="default",
+                                            name="kept"), {"data": {"v": "2"}})
+                for i in range(8):
+                    await direct.create(collection, configmap(f"new-{i}"))
+                await asyncio.sleep(0.1)  # the server has sent them to the proxy
+                assert "new-0" not in seen.model
+                proxy.cut()
+                expected = await server_state(direct, collection)
+                await eventually(lambda: seen.model == expected, what="the relist")
+                assert informer.relists == 1 and informer.reconnects >= 1
+                assert sorted(seen.names("delete")) == ["old-0", "old-1", "old-2"]
+                assert [c for c in seen.calls if c[1] == "kept"][-1][0] == "update"
+                assert seen.names("add")[-8:] == [f"new-{i}" for i in range(8)]
         run(body)
 
 
@@ -328,38 +337,26 @@ def test_a_lagging_watch_is_cut_off_and_the_informer_relists(tmp_path: Path) -> 
     spec = ClusterSpec(pools=[PoolSpec(name="n", count=1)])
     with BackgroundCluster(spec, tmp_path, history=20, slow_watcher_seconds=0.3) as small:
         async def body() -> None:
-            async with await KubeClient.from_kubeconfig(str(small.kubeconfig)) as direct:
-                proxy = TcpProxy(small.cluster.server.host, small.cluster.server.port)
-                port = await proxy.start()
-                proxied = direct.with_config(host=f"https://127.0.0.1:{port}")
-                collection = api_path("v1", "configmaps", namespace="default")
-                seen = Recorder()
-                informer = Informer(proxied, collection, backoff_initial=0.05,
-                                    **seen.handlers())
+            async with behind_a_proxy(small) as (direct, proxy, collection, seen, informer):
                 informer.start()
-                try:
-                    await asyncio.wait_for(informer.synced.wait(), 5)
-                    await direct.create(collection, configmap("first"))
-                    await eventually(lambda: "first" in seen.model, what="the watch")
-                    proxy.pause()  # the reader stops taking bytes: the server's writes block
-                    bulk = "x" * 200_000
-                    for i in range(300):  # 60 MB: more than every socket buffer on the way
-                        await direct.create(collection, configmap(f"big-{i}", v=bulk))
-                    server = small.cluster.server
-                    await asyncio.sleep(0.5)  # blocked for longer than the limit
-                    await direct.create(collection, configmap("last"))
-                    proxy.resume()
-                    await eventually(lambda: server.slow_watchers_closed == 1,
-                                     what="the lagging watch to be cut off")
-                    expected = await server_state(direct, collection)
-                    await eventually(lambda: seen.model == expected, timeout=30,
-                                     what="the informer to catch up")
-                    assert informer.relists == 1  # the history no longer reached back
-                    assert server.slow_watchers_closed == 1  # the new watch keeps up
-                finally:
-                    await informer.stop()
-                    await proxy.close()
-                    await proxied.close()
+                await asyncio.wait_for(informer.synced.wait(), 5)
+                await direct.create(collection, configmap("first"))
+                await eventually(lambda: "first" in seen.model, what="the watch")
+                proxy.pause()  # the reader stops taking bytes: the server's writes block
+                bulk = "x" * 200_000
+                for i in range(300):  # 60 MB: more than every socket buffer on the way
+                    await direct.create(collection, configmap(f"big-{i}", v=bulk))
+                server = small.cluster.server
+                await asyncio.sleep(0.5)  # blocked for longer than the limit
+                await direct.create(collection, configmap("last"))
+                proxy.resume()
+                await eventually(lambda: server.slow_watchers_closed == 1,
+                                 what="the lagging watch to be cut off")
+                expected = await server_state(direct, collection)
+                await eventually(lambda: seen.model == expected, timeout=30,
+                                 what="the informer to catch up")
+                assert informer.relists == 1  # the history no longer reached back
+                assert server.slow_watchers_closed == 1  # the new watch keeps up
         run(body)
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
 import pytest
 
 from pyscheduler.api.names import PRICE_ANNOTATION
@@ -351,3 +352,16 @@ def test_a_pod_that_may_not_burst_says_why_once_per_pool() -> None:
     assert message(burst) == ('0/2 nodes are available: 2 cloud pool(s) cannot take the pod: '
                               'the pod is annotated wssp/burst: "never".')
     assert burst.filtered.diagnose().unresolvable
+
+
+@pytest.mark.parametrize("virtual_pass", [False, True])
+def test_candidate_rows_are_the_rows_of_the_pass(virtual_pass: bool) -> None:
+    # The incremental path asks about the changed rows only; it must agree with nodes().
+    table = build_table([real_node("r1"), pool_node(ACI), real_node("r2"), pool_node(ECI),
+                         real_node("gone")])
+    table.remove_node("gone")  # a hole
+    ctx = CycleContext.for_pod(pod_info(make_pod().obj()), table, virtual_pass=virtual_pass)
+    every = np.arange(table.n, dtype=np.intp)
+    assert ctx.candidate_rows(every).tolist() == np.flatnonzero(ctx.nodes()).tolist()
+    assert len(ctx.candidate_rows(every)) == 2
+    assert ctx.candidate_rows(every[:1]).tolist() == ([] if virtual_pass else [0])
