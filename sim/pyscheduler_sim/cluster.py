@@ -33,10 +33,13 @@ from pyscheduler.nodepools import (
 )
 from pyscheduler_sim.controller import Controller
 from pyscheduler_sim.controllers import all_controllers
+from pyscheduler_sim.daemonset_controller import DaemonSetController
 from pyscheduler_sim.kubelet import KubeletFleet, NodeSpec
 from pyscheduler_sim.registry import Registry
 from pyscheduler_sim.server import ApiServer
 from pyscheduler_sim.store import Store
+from pyscheduler_sim.statefulsets import StatefulSetController
+from pyscheduler_sim.volumes import PersistentVolumeController
 
 __all__ = ["Cluster", "ClusterConfigError", "ClusterSpec", "PoolSpec", "load_cluster_file",
            "write_kubeconfig"]
@@ -140,7 +143,9 @@ class Cluster:
         self.kubelets = KubeletFleet(self.registry, spec.node_specs(),
                                      lease_renew_seconds=spec.lease_renew_seconds,
                                      run_pods=spec.run_pods)
-        self.controllers: list[Controller] = [self.kubelets, *all_controllers(self.registry)]
+        self.controllers: list[Controller] = [
+            self.kubelets, *all_controllers(self.registry), DaemonSetController(self.registry),
+            StatefulSetController(self.registry), PersistentVolumeController(self.registry)]
 
     async def start(self, host: str = "127.0.0.1", port: int = 0) -> None:
         self.kubelets.register()

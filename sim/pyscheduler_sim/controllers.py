@@ -15,12 +15,17 @@
 * :class:`DisruptionController` keeps PodDisruptionBudget status current for the eviction
   subresource.
 * :class:`NamespaceController` empties a terminating namespace, then removes it.
+
+The DaemonSet controller (:mod:`pyscheduler_sim.daemonset_controller`) and the PersistentVolume
+controller with its simulated provisioner (:mod:`pyscheduler_sim.volumes`) have modules of their
+own; what controllers share about the objects they manage is in
+:mod:`pyscheduler_sim.controller_utils`. The cluster (:mod:`pyscheduler_sim.cluster`) starts
+them all.
 """
 
 from __future__ import annotations
 
 import datetime as dt
-import hashlib
 import math
 from collections.abc import Hashable, Iterable
 from typing import Any, NamedTuple
@@ -29,6 +34,13 @@ import orjson
 
 from pyscheduler_sim import errors
 from pyscheduler_sim.controller import Controller
+from pyscheduler_sim.controller_utils import (
+    condition_true,
+    controller_ref,
+    is_active,
+    owner_ref,
+    template_hash,
+)
 from pyscheduler_sim.registry import Registry, now_rfc3339
 from pyscheduler_sim.resources import ResourceType
 from pyscheduler.api.labels import SelectorError, label_selector_from_dict
@@ -46,30 +58,6 @@ __all__ = [
 Obj = dict[str, Any]
 DELETION_COST = "controller.kubernetes.io/pod-deletion-cost"
 REVISION = "deployment.kubernetes.io/revision"
-HASH_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
-
-
-def _controller_ref(obj: Obj) -> Obj | None:
-    for ref in (obj.get("metadata") or {}).get("ownerReferences") or ():
-        if ref.get("controller"):
-            return dict(ref)
-    return None
-
-
-def _owner_ref(owner: Obj, kind: str, api_version: str) -> Obj:
-    meta = owner["metadata"]
-    return {"apiVersion": api_version, "kind": kind, "name": meta["name"], "uid": meta["uid"],
-            "controller": True, "blockOwnerDeletion": True}
-
-
-def _is_active(pod: Obj) -> bool:
-    phase = (pod.get("status") or {}).get("phase")
-    return phase not in ("Succeeded", "Failed") and not pod["metadata"].get("deletionTimestamp")
-
-
-def _condition_true(pod: Obj, type_: str) -> bool:
-    return any(c.get("type") == type_ and c.get("status") == "True"
-               for c in (pod.get("status") or {}).get("conditions") or ())
 
 
 def _ready_since(pod: Obj) -> str:
@@ -108,7 +96,7 @@ class ReplicaSetController(Controller):
             meta = obj["metadata"]
             self.enqueue((meta["namespace"], meta["name"]))
         elif rt is self.registry.pods:
-            ref = _controller_ref(obj)
+            ref = controller_ref(obj)
             ns = obj["metadata"]["namespace"]
             if ref is not None and ref.get("kind") == "ReplicaSet":
                 self.enqueue((ns, ref["name"]))
@@ -184,10 +172,10 @@ class ReplicaSetController(Controller):
                     pod["metadata"]["ownerReferences"] = [
                         r for r in pod["metadata"]["ownerReferences"] if r.get("uid") != uid]
                     self.registry.update(self.registry.pods, s.namespace, s.name, pod)
-            elif _is_active(view) and not rs["metadata"].get("deletionTimestamp"):
+            elif is_active(view) and not rs["metadata"].get("deletionTimestamp"):
                 pod = s.obj
                 pod["metadata"].setdefault("ownerReferences", []).append(
-                    _owner_ref(rs, "ReplicaSet", "apps/v1"))
+                    owner_ref(rs, "ReplicaSet", "apps/v1"))
                 adopted = self.registry.update(self.registry.pods, s.namespace, s.name, pod)
                 out.append(_PodFacts.of(adopted, None, template))
         self._facts[key] = (basis, facts)
@@ -199,7 +187,7 @@ class ReplicaSetController(Controller):
         meta = {"generateName": rs["metadata"]["name"] + "-",
                 "namespace": rs["metadata"]["namespace"],
                 "labels": dict(tmeta.get("labels") or {}),
-                "ownerReferences": [_owner_ref(rs, "ReplicaSet", "apps/v1")]}
+                "ownerReferences": [owner_ref(rs, "ReplicaSet", "apps/v1")]}
         if tmeta.get("annotations"):
             meta["annotations"] = dict(tmeta["annotations"])
         if tmeta.get("finalizers"):
@@ -230,7 +218,7 @@ class ReplicaSetController(Controller):
 
         def key(p: Obj) -> tuple[Any, ...]:
             node = p["spec"].get("nodeName") or ""
-            ready = _condition_true(p, "Ready")
+            ready = condition_true(p, "Ready")
             return (
                 1 if node else 0,
                 phase_rank.get((p.get("status") or {}).get("phase", ""), 3),
@@ -279,7 +267,7 @@ class _PodFacts(NamedTuple):
     def of(cls, pod: Obj, stored: Stored | None,
            template: frozenset[tuple[str, str]]) -> _PodFacts:
         labels = pod["metadata"].get("labels") or {}
-        return cls(stored, pod, _is_active(pod), _condition_true(pod, "Ready"),
+        return cls(stored, pod, is_active(pod), condition_true(pod, "Ready"),
                    all(labels.get(k) == v for k, v in template))
 
 
@@ -300,12 +288,6 @@ class _Reverse:
 
 # -- Deployment ---------------------------------------------------------------------------------
 
-def _template_hash(template: Obj, collisions: int = 0) -> str:
-    digest = hashlib.sha256(orjson.dumps(template, option=orjson.OPT_SORT_KEYS)
-                            + str(collisions).encode()).digest()
-    return "".join(HASH_ALPHABET[b % len(HASH_ALPHABET)] for b in digest[:10])
-
-
 def _scaled(value: Any, total: int, round_up: bool) -> int:
     if isinstance(value, str) and value.endswith("%"):
         pct = float(value[:-1]) / 100.0 * total
@@ -325,7 +307,7 @@ class DeploymentController(Controller):
         if rt is self.deploy and kind != "DELETED":
             self.enqueue((obj["metadata"]["namespace"], obj["metadata"]["name"]))
         elif rt is self.rs:
-            ref = _controller_ref(obj)
+            ref = controller_ref(obj)
             if ref is not None and ref.get("kind") == "Deployment":
                 self.enqueue((obj["metadata"]["namespace"], ref["name"]))
 
@@ -335,7 +317,7 @@ class DeploymentController(Controller):
     def _owned(self, stored: Stored) -> list[Obj]:
         return [rs for rs in (s.obj for s in self.registry.store.iter(self.rs, stored.namespace)
                               if stored.uid in s.owner_uids)
-                if (_controller_ref(rs) or {}).get("uid") == stored.uid]
+                if (controller_ref(rs) or {}).get("uid") == stored.uid]
 
     async def reconcile(self, key: Any) -> None:
         namespace, name = key
@@ -347,7 +329,7 @@ class DeploymentController(Controller):
             return
         owned = self._owned(stored)
         template = d["spec"].get("template") or {}
-        thash = _template_hash(template)
+        thash = template_hash(template)
         new = next((rs for rs in owned
                     if (rs["metadata"].get("labels") or {}).get("pod-template-hash") == thash),
                    None)
@@ -377,7 +359,7 @@ class DeploymentController(Controller):
                          "annotations": {REVISION: str(revision),
                                          "deployment.kubernetes.io/desired-replicas":
                                              str(d["spec"]["replicas"])},
-                         "ownerReferences": [_owner_ref(d, "Deployment", "apps/v1")]},
+                         "ownerReferences": [owner_ref(d, "Deployment", "apps/v1")]},
             "spec": {"replicas": replicas, "selector": selector, "template": template,
                      "minReadySeconds": d["spec"].get("minReadySeconds", 0)}})
 
@@ -647,7 +629,7 @@ class DisruptionController(Controller):
                     stamp = now
                 if pod_name not in live_names or (now - stamp).total_seconds() > 120:
                     del disrupted[pod_name]
-            healthy = sum(1 for p in matching if _condition_true(p, "Ready")
+            healthy = sum(1 for p in matching if condition_true(p, "Ready")
                           and not p["metadata"].get("deletionTimestamp")
                           and p["metadata"]["name"] not in disrupted)
             expected = len(matching)

@@ -18,15 +18,19 @@ deprecatedCount                    count
 =================================  ==========================
 
 Other fields (eventTime, series, action, reason, related, type, reportingInstance) share names.
+
+:func:`event_about` builds the core/v1 Event a controller records about an object (the
+kubelet's pod events are built by :func:`pyscheduler_sim.kubelet.pod_event`).
 """
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 from pyscheduler_sim.selectors import FieldSelector
 
-__all__ = ["field_selector_to_core", "from_core", "to_core"]
+__all__ = ["event_about", "field_selector_to_core", "from_core", "to_core"]
 
 _NEW_TO_CORE = {
     "regarding": "involvedObject",
@@ -60,3 +64,23 @@ def field_selector_to_core(selector: FieldSelector) -> FieldSelector:
             return "involvedObject." + field[len("regarding."):]
         return "reportingComponent" if field == "reportingController" else field
     return FieldSelector((name(f), op, v) for f, op, v in selector.requirements)
+
+
+def event_about(obj: dict[str, Any], reason: str, message: str, component: str, now: str,
+                type_: str = "Normal") -> dict[str, Any]:
+    """A core/v1 Event about ``obj`` from ``component``, as client-go's recorder writes it
+    (events about cluster-scoped objects go to the ``default`` namespace)."""
+    meta = obj["metadata"]
+    namespace = meta.get("namespace") or ""
+    involved = {"kind": obj.get("kind", ""), "name": meta["name"], "uid": meta.get("uid", ""),
+                "apiVersion": obj.get("apiVersion", ""),
+                "resourceVersion": meta.get("resourceVersion", "")}
+    if namespace:
+        involved["namespace"] = namespace
+    return {"apiVersion": "v1", "kind": "Event",
+            "metadata": {"name": f"{meta['name']}.{time.time_ns():x}",
+                         "namespace": namespace or "default"},
+            "involvedObject": involved, "reason": reason, "message": message,
+            "source": {"component": component}, "firstTimestamp": now, "lastTimestamp": now,
+            "count": 1, "type": type_, "eventTime": None, "reportingComponent": component,
+            "reportingInstance": ""}

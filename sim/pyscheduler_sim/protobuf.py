@@ -2,7 +2,7 @@
 
 kubectl's typed commands (``kubectl create deployment|namespace|configmap|secret|service|job|
 cronjob|poddisruptionbudget|serviceaccount|quota|role|clusterrole|rolebinding|
-clusterrolebinding``, ``kubectl debug --copy-to``, ...) send their
+clusterrolebinding|priorityclass``, ``kubectl debug --copy-to``, ...) send their
 request bodies as ``application/vnd.kubernetes.protobuf`` and never fall back to JSON (commands
 that go through the unstructured client, such as ``kubectl run``, ``apply`` and ``drain``'s
 evictions, post JSON). The embedded API server keeps every object as JSON, so this module turns
@@ -18,11 +18,14 @@ Wire format
 
 Kinds
     ``v1`` Pod, Namespace, ConfigMap, Secret, Service, ServiceAccount, Binding, Node, Endpoints,
-    Event and ResourceQuota; ``apps/v1`` Deployment and ReplicaSet; ``batch/v1`` Job and
-    CronJob; ``policy/v1`` PodDisruptionBudget and Eviction; ``rbac.authorization.k8s.io/v1``
-    Role, ClusterRole, RoleBinding and ClusterRoleBinding; ``coordination.k8s.io/v1`` Lease;
-    ``autoscaling/v1`` Scale; ``events.k8s.io/v1`` Event; and DeleteOptions under any
-    apiVersion. Statuses are covered too, so nothing a client may send is refused.
+    Event, ResourceQuota, PersistentVolume and PersistentVolumeClaim; ``apps/v1`` Deployment,
+    ReplicaSet and DaemonSet; ``batch/v1`` Job and CronJob; ``policy/v1`` PodDisruptionBudget
+    and Eviction; ``rbac.authorization.k8s.io/v1`` Role, ClusterRole, RoleBinding and
+    ClusterRoleBinding; ``coordination.k8s.io/v1`` Lease; ``scheduling.k8s.io/v1``
+    PriorityClass (``kubectl create priorityclass``); ``storage.k8s.io/v1`` StorageClass,
+    CSINode and CSIDriver; ``autoscaling/v1`` Scale; ``events.k8s.io/v1`` Event; and
+    DeleteOptions under any apiVersion. Statuses are covered too, so nothing a client (kubectl,
+    or a client-go controller such as kube-scheduler's volume binder) may send is refused.
 
 Design
     One generic loop (:func:`_fields`) walks the four wire types (varint, 64-bit,
@@ -658,6 +661,96 @@ _TABLE: dict[str, str] = {
         1 replicas i32""",
     "ScaleStatus": """
         1 replicas i32!  2 selector str""",
+    # ---- apps/v1: DaemonSet ----
+    "DaemonSet": """
+        1 metadata ObjectMeta  2 spec DaemonSetSpec  3 status DaemonSetStatus""",
+    "DaemonSetSpec": """
+        1 selector LabelSelector  2 template PodTemplateSpec
+        3 updateStrategy DaemonSetUpdateStrategy  4 minReadySeconds i32
+        6 revisionHistoryLimit i32!""",
+    "DaemonSetUpdateStrategy": """
+        1 type str  2 rollingUpdate RollingUpdateDaemonSet""",
+    "RollingUpdateDaemonSet": """
+        1 maxUnavailable intstr  2 maxSurge intstr""",
+    "DaemonSetStatus": """
+        1 currentNumberScheduled i32!  2 numberMisscheduled i32!  3 desiredNumberScheduled i32!
+        4 numberReady i32!  5 observedGeneration i64  6 updatedNumberScheduled i32
+        7 numberAvailable i32  8 numberUnavailable i32  9 collisionCount i32!
+        10 conditions []DaemonSetCondition""",
+    "DaemonSetCondition": """
+        1 type str!  2 status str!  3 lastTransitionTime time  4 reason str  5 message str""",
+    # ---- scheduling.k8s.io/v1 ----
+    "PriorityClass": """
+        1 metadata ObjectMeta  2 value i32!  3 globalDefault bool  4 description str
+        5 preemptionPolicy str!""",
+    # ---- core/v1: PersistentVolume, PersistentVolumeClaim ----
+    "PersistentVolume": """
+        1 metadata ObjectMeta  2 spec PersistentVolumeSpec  3 status PersistentVolumeStatus""",
+    "PersistentVolumeSpec": """
+        1 capacity {quantity}  2 persistentVolumeSource PersistentVolumeSource^
+        3 accessModes []str  4 claimRef ObjectReference  5 persistentVolumeReclaimPolicy str
+        6 storageClassName str  7 mountOptions []str  8 volumeMode str!
+        9 nodeAffinity VolumeNodeAffinity  10 volumeAttributesClassName str!""",
+    "PersistentVolumeSource": """
+        1 gcePersistentDisk -  2 awsElasticBlockStore -  3 hostPath HostPathVolumeSource
+        4 glusterfs -  5 nfs NFSVolumeSource  6 rbd -  7 iscsi -  8 cinder -  9 cephfs -
+        10 fc -  11 flocker -  12 flexVolume -  13 azureFile -  14 vsphereVolume -
+        15 quobyte -  16 azureDisk -  17 photonPersistentDisk -  18 portworxVolume -
+        19 scaleIO -  20 local LocalVolumeSource  21 storageos -
+        22 csi CSIPersistentVolumeSource""",
+    "LocalVolumeSource": """
+        1 path str!  2 fsType str!""",
+    "CSIPersistentVolumeSource": """
+        1 driver str!  2 volumeHandle str!  3 readOnly bool  4 fsType str
+        5 volumeAttributes {str}  6 controllerPublishSecretRef SecretReference
+        7 nodeStageSecretRef SecretReference  8 nodePublishSecretRef SecretReference
+        9 controllerExpandSecretRef SecretReference  10 nodeExpandSecretRef SecretReference""",
+    "SecretReference": """
+        1 name str  2 namespace str""",
+    "VolumeNodeAffinity": """
+        1 required NodeSelector""",
+    "PersistentVolumeStatus": """
+        1 phase str  2 message str  3 reason str  4 lastPhaseTransitionTime time""",
+    "PersistentVolumeClaim": """
+        1 metadata ObjectMeta  2 spec PersistentVolumeClaimSpec
+        3 status PersistentVolumeClaimStatus""",
+    "PersistentVolumeClaimStatus": """
+        1 phase str  2 accessModes []str  3 capacity {quantity}
+        4 conditions []PersistentVolumeClaimCondition  5 allocatedResources {quantity}
+        7 allocatedResourceStatuses {str}  8 currentVolumeAttributesClassName str!
+        9 modifyVolumeStatus ModifyVolumeStatus""",
+    "PersistentVolumeClaimCondition": """
+        1 type str!  2 status str!  3 lastProbeTime time  4 lastTransitionTime time
+        5 reason str  6 message str""",
+    "ModifyVolumeStatus": """
+        1 targetVolumeAttributesClassName str  2 status str!""",
+    # ---- storage.k8s.io/v1 ----
+    "StorageClass": """
+        1 metadata ObjectMeta  2 provisioner str!  3 parameters {str}  4 reclaimPolicy str!
+        5 mountOptions []str  6 allowVolumeExpansion bool!  7 volumeBindingMode str!
+        8 allowedTopologies []TopologySelectorTerm""",
+    "TopologySelectorTerm": """
+        1 matchLabelExpressions []TopologySelectorLabelRequirement""",
+    "TopologySelectorLabelRequirement": """
+        1 key str!  2 values []str""",
+    "CSINode": """
+        1 metadata ObjectMeta  2 spec CSINodeSpec""",
+    "CSINodeSpec": """
+        1 drivers []CSINodeDriver""",
+    "CSINodeDriver": """
+        1 name str!  2 nodeID str!  3 topologyKeys []str  4 allocatable VolumeNodeResources""",
+    "VolumeNodeResources": """
+        1 count i32!""",
+    "CSIDriver": """
+        1 metadata ObjectMeta  2 spec CSIDriverSpec""",
+    "CSIDriverSpec": """
+        1 attachRequired bool!  2 podInfoOnMount bool!  3 volumeLifecycleModes []str
+        4 storageCapacity bool!  5 fsGroupPolicy str!  6 tokenRequests []TokenRequest
+        7 requiresRepublish bool!  8 seLinuxMount bool!
+        9 nodeAllocatableUpdatePeriodSeconds i64!  10 serviceAccountTokenInSecrets bool!
+        11 preventPodSchedulingIfMissing bool!""",
+    "TokenRequest": """
+        1 audience str!  2 expirationSeconds i64!""",
     # ---- events.k8s.io/v1 ----
     "events.Event": """
         1 metadata ObjectMeta  2 eventTime microtime  3 series events.EventSeries
@@ -684,6 +777,13 @@ _KINDS: dict[tuple[str, str], str] = {
     ("v1", "Event"): "Event",
     ("apps/v1", "Deployment"): "Deployment",
     ("apps/v1", "ReplicaSet"): "ReplicaSet",
+    ("apps/v1", "DaemonSet"): "DaemonSet",
+    ("v1", "PersistentVolume"): "PersistentVolume",
+    ("v1", "PersistentVolumeClaim"): "PersistentVolumeClaim",
+    ("scheduling.k8s.io/v1", "PriorityClass"): "PriorityClass",
+    ("storage.k8s.io/v1", "StorageClass"): "StorageClass",
+    ("storage.k8s.io/v1", "CSINode"): "CSINode",
+    ("storage.k8s.io/v1", "CSIDriver"): "CSIDriver",
     ("batch/v1", "Job"): "Job",
     ("batch/v1", "CronJob"): "CronJob",
     ("policy/v1", "PodDisruptionBudget"): "PodDisruptionBudget",

@@ -17,6 +17,11 @@ Behaviour reproduced from kube-apiserver (and where):
   pods are deleted gracefully (the kubelet finishes the deletion), unbound ones at once.
 * binding: 409 when the pod is already assigned or being deleted.
 * eviction: PodDisruptionBudgets are honoured, 429 when no disruption is allowed.
+* admission, in kube-apiserver's order: a namespaced object's namespace must exist and not be
+  terminating (NamespaceLifecycle), then the mutating plugins that read other objects run
+  (:mod:`pyscheduler_sim.admission`: Priority, DefaultStorageClass,
+  StorageObjectInUseProtection), then defaulting and validation, then the validating plugins.
+* a new cluster has the system PriorityClasses, which cannot be deleted one by one.
 """
 
 from __future__ import annotations
@@ -29,7 +34,8 @@ from typing import Any
 
 import orjson
 
-from pyscheduler_sim import errors, events, strategies
+from pyscheduler_sim import errors, events, priority, storage, strategies
+from pyscheduler_sim.admission import AdmissionPlugin, Operation
 from pyscheduler_sim.patch import PatchError, apply_patch
 from pyscheduler_sim.resources import BUILTIN, ResourceType, from_crd
 from pyscheduler.api.labels import LabelSelector, label_selector_from_dict
@@ -117,8 +123,16 @@ class Registry:
         self.store.tables.pop(new_events.key)
         self.converters: dict[tuple[str, str], _Converter] = {
             new_events.key: _Converter(self.events, events.to_core, events.from_core)}
+        self.priority_classes = self.type(priority.GROUP, "v1", "priorityclasses")
+        self.storage_classes = self.type(storage.GROUP, "v1", "storageclasses")
+        self.admission: list[AdmissionPlugin] = [
+            priority.PriorityAdmission(self.store, self.priority_classes),
+            storage.StorageAdmission(self.store, self.storage_classes),
+        ]
         for ns in CORE_NAMESPACES:
             self.create(self.namespaces, "", {"metadata": {"name": ns}})
+        for pc in priority.system_classes():
+            self.create(self.priority_classes, "", pc)
 
     # -- types ---------------------------------------------------------------------------------
 
@@ -268,6 +282,9 @@ class Registry:
                                                  dry_run=dry_run))
         meta = _meta(obj)
         namespace = self._namespace_ok(rt, namespace, meta)
+        if rt.namespaced:
+            self._require_namespace(namespace)
+        self._admit("CREATE", rt, obj, None)
         if not meta.get("name") and isinstance(meta.get("generateName"), str) \
                 and meta["generateName"]:
             prefix = meta["generateName"][:_MAX_GENERATED_PREFIX]
@@ -281,8 +298,7 @@ class Registry:
         errs = strategies.validate_create(rt, obj)
         if errs:
             raise errors.invalid(rt.group, rt.kind, str(meta.get("name", "")), errs)
-        if rt.namespaced:
-            self._require_namespace(namespace)
+        self._admitted("CREATE", rt, obj, None)
         name = meta["name"]
         if self.store.get(rt, namespace, name) is not None:
             raise errors.already_exists(rt.group, rt.plural, name)
@@ -360,7 +376,9 @@ class Registry:
             obj.pop("status", None)
         if rt.kind == "Namespace" and rt.group == "":
             obj["spec"] = old.get("spec", {})
-        strategies.prepare_for_update(rt, obj, old)
+        if not subresource:
+            self._admit("UPDATE", rt, obj, old)
+        strategies.prepare_for_update(rt, obj, old, now_rfc3339())
         if (rt.has_spec or rt.custom) and "generation" in old_meta:
             changed = any(obj.get(k) != old.get(k) for k in set(obj) | set(old)
                           if k not in ("metadata", "status", "kind", "apiVersion"))
@@ -370,6 +388,8 @@ class Registry:
         errs = strategies.validate_update(rt, obj, old)
         if errs:
             raise errors.invalid(rt.group, rt.kind, current.name, errs)
+        if not subresource:
+            self._admitted("UPDATE", rt, obj, old)
         meta["resourceVersion"] = old_meta.get("resourceVersion")
         if obj == old:
             return old  # nothing changed: no write, no event, same resourceVersion
@@ -403,12 +423,28 @@ class Registry:
                                                   subresource, dry_run=dry_run))
         return self._update(rt, current, patched, subresource, dry_run=dry_run, strict=strict)
 
+    # -- admission -----------------------------------------------------------------------------
+
+    def _admit(self, operation: Operation, rt: ResourceType, obj: Obj, old: Obj | None) -> None:
+        for plugin in self.admission:
+            plugin.admit(operation, rt, obj, old)
+
+    def _admitted(self, operation: Operation, rt: ResourceType, obj: Obj,
+                  old: Obj | None) -> None:
+        for plugin in self.admission:
+            plugin.validate(operation, rt, obj, old)
+
     # -- delete --------------------------------------------------------------------------------
 
     def delete(self, rt: ResourceType, namespace: str, name: str, options: Obj | None = None, *,
-               dry_run: bool = False) -> tuple[int, Obj]:
-        """Delete (or start deleting) an object. Returns the HTTP code and the body."""
+               dry_run: bool = False, collection: bool = False) -> tuple[int, Obj]:
+        """Delete (or start deleting) an object. Returns the HTTP code and the body.
+
+        ``collection``: one item of a DeleteCollection, which goes through the generic store
+        and so around the rules of a resource's own delete (the system PriorityClasses')."""
         options = options or {}
+        if not collection:
+            priority.check_delete(rt, name)
         current = self.get_stored(rt, namespace, name)
         rt, _ = self._storage(rt)
         obj = current.obj
@@ -613,7 +649,9 @@ class Registry:
         obj = self.get(rt, namespace, name)
         meta = obj["metadata"]
         selector = (obj.get("spec") or {}).get("selector") or {}
-        match = selector.get("matchLabels") or {}
+        # A ReplicationController's selector is a plain map, the others' a LabelSelector.
+        match = selector if rt.kind == "ReplicationController" else (
+            selector.get("matchLabels") or {})
         return {
             "kind": "Scale", "apiVersion": "autoscaling/v1",
             "metadata": {k: meta[k] for k in ("name", "namespace", "uid", "resourceVersion",

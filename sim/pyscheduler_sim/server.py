@@ -465,7 +465,7 @@ class ApiServer:
         items, meta = self.registry.list(rt, namespace, labels, fields)
         for s in items:
             try:
-                self.registry.delete(rt, s.namespace, s.name, options)
+                self.registry.delete(rt, s.namespace, s.name, options, collection=True)
             except errors.ApiError as exc:
                 if exc.code != 404:
                     raise

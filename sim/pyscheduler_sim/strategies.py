@@ -21,6 +21,14 @@ reproduces the part of that which the scheduler and its users can observe:
   kube), keys are checked, the type defaults to ``Opaque``.
 * ResourceQuota hard limits and scope selectors; RBAC objects (:mod:`pyscheduler_sim.rbac`).
 * CustomResourceDefinition naming rules and the status conditions that mark it established.
+* DaemonSets (:mod:`pyscheduler_sim.daemonsets`), ReplicationControllers
+  (:mod:`pyscheduler_sim.replicationcontrollers`), PriorityClasses
+  (:mod:`pyscheduler_sim.priority`) and the storage kinds: PersistentVolumes,
+  PersistentVolumeClaims, StorageClasses, CSINodes and CSIDrivers
+  (:mod:`pyscheduler_sim.storage`), dispatched from here.
+
+The admission plugins that read other objects (Priority, DefaultStorageClass, ...) are not
+here: they need the store, and the registry runs them (:mod:`pyscheduler_sim.admission`).
 """
 
 from __future__ import annotations
@@ -33,7 +41,7 @@ from typing import Any
 
 from pyscheduler.api.quantity import QuantityError, parse_quantity
 from pyscheduler.api import validation as v
-from pyscheduler_sim import rbac
+from pyscheduler_sim import daemonsets, priority, rbac, replicationcontrollers, storage
 from pyscheduler_sim import validation as ov
 from pyscheduler_sim.resources import ResourceType
 from pyscheduler_sim.schema import validate_crd_schema
@@ -95,11 +103,10 @@ def default_pod_spec(spec: Obj) -> None:
 
 
 def _admit_pod(spec: Obj) -> None:
-    """Admission plugins that touch every new pod: ServiceAccount, Priority,
-    DefaultTolerationSeconds."""
+    """Admission plugins that touch every new pod and need no other object: ServiceAccount,
+    DefaultTolerationSeconds (Priority runs in the registry: it reads PriorityClasses)."""
     spec.setdefault("serviceAccountName", "default")
     spec.setdefault("serviceAccount", spec["serviceAccountName"])
-    spec.setdefault("priority", 0)
     tolerations = spec.get("tolerations")
     if tolerations is None:
         tolerations = spec["tolerations"] = []
@@ -242,7 +249,6 @@ def _validate_workload_update(new: Obj, old: Obj) -> list[FieldError]:
 
 # -- statefulsets -----------------------------------------------------------------------------
 
-_ACCESS_MODES = ("ReadWriteOnce", "ReadOnlyMany", "ReadWriteMany", "ReadWriteOncePod")
 _RETENTION = ("Retain", "Delete")
 _STATEFULSET_MUTABLE = ("replicas", "ordinals", "template", "updateStrategy",
                         "revisionHistoryLimit", "persistentVolumeClaimRetentionPolicy",
@@ -278,7 +284,7 @@ def _default_statefulset(obj: Obj) -> None:
 
 
 def _validate_claim_template(claim: object, path: str) -> list[FieldError]:
-    """The parts of ``ValidatePersistentVolumeClaimTemplate`` a manifest gets wrong."""
+    """``ValidatePersistentVolumeClaimTemplate``: a name, and the claim spec rules."""
     if not isinstance(claim, dict):
         return [v.invalid(path, claim, "must be an object")]
     errs: list[FieldError] = []
@@ -288,20 +294,7 @@ def _validate_claim_template(claim: object, path: str) -> list[FieldError]:
         errs.append(v.required(path + ".metadata.name", "name or generateName is required"))
     else:
         errs.extend(v.validate_dns1123_subdomain(meta["name"], path + ".metadata.name"))
-    spec = claim.get("spec") if isinstance(claim.get("spec"), dict) else {}
-    assert isinstance(spec, dict)
-    modes = spec.get("accessModes")
-    if not modes:
-        errs.append(v.required(path + ".spec.accessModes", "at least 1 access mode is required"))
-    for mode in modes if isinstance(modes, list) else ():
-        if mode not in _ACCESS_MODES:
-            errs.append(v.not_supported(path + ".spec.accessModes", mode, _ACCESS_MODES))
-    requests = (spec.get("resources") or {}).get("requests") \
-        if isinstance(spec.get("resources"), dict) else None
-    if not isinstance(requests, dict) or "storage" not in requests:
-        errs.append(v.required(path + ".spec.resources[storage]"))
-    else:
-        errs.extend(ov.validate_resource_list(requests, path + ".spec.resources.requests"))
+    errs.extend(storage.validate_claim_spec(claim.get("spec") or {}, path + ".spec"))
     return errs
 
 
@@ -344,13 +337,7 @@ def _validate_statefulset(obj: Obj) -> list[FieldError]:
         errs.extend(v.validate_dns1123_label(service, "spec.serviceName"))
     pod_spec = (spec.get("template") or {}).get("spec") \
         if isinstance(spec.get("template"), dict) else None
-    if isinstance(pod_spec, dict):
-        if pod_spec.get("restartPolicy") != "Always":
-            errs.append(v.not_supported("spec.template.spec.restartPolicy",
-                                        pod_spec.get("restartPolicy"), ("Always",)))
-        if pod_spec.get("activeDeadlineSeconds") is not None:
-            errs.append(v.forbidden("spec.template.spec.activeDeadlineSeconds",
-                                    "activeDeadlineSeconds in StatefulSet is not Supported"))
+    errs.extend(ov.validate_long_running_template(pod_spec, "StatefulSet"))
     claims = spec.get("volumeClaimTemplates")
     for i, claim in enumerate(claims if isinstance(claims, list) else ()):
         errs.extend(_validate_claim_template(claim, f"spec.volumeClaimTemplates[{i}]"))
@@ -623,11 +610,28 @@ def _establish_crd(obj: Obj, now: str) -> None:
 
 # -- dispatch ---------------------------------------------------------------------------------
 
+_STORAGE_KINDS = frozenset((("", "PersistentVolume"), ("", "PersistentVolumeClaim"),
+                            (storage.GROUP, "StorageClass"), (storage.GROUP, "CSIDriver"),
+                            (storage.GROUP, "CSINode")))
+
+
 def _default(rt: ResourceType, obj: Obj) -> None:
     """Defaulting that applies to every write (kube defaults each object it decodes)."""
     key = (rt.group, rt.kind)
     if key == ("", "Secret"):
         _convert_secret(obj)
+    elif key in _STORAGE_KINDS:
+        storage.default(rt.kind, obj)
+    elif key == (priority.GROUP, "PriorityClass"):
+        priority.default_class(obj)
+    elif key in (("apps", "DaemonSet"), ("", "ReplicationController")):
+        if rt.kind == "DaemonSet":
+            daemonsets.default_daemonset(obj)
+        else:
+            replicationcontrollers.default_replication_controller(obj)
+        template = (obj.get("spec") or {}).get("template")
+        if isinstance(template, dict):
+            default_pod_spec(template.get("spec"))  # type: ignore[arg-type]
     elif key == ("apps", "StatefulSet"):
         _default_statefulset(obj)
     elif key == ("batch", "Job"):
@@ -658,7 +662,19 @@ def prepare_for_create(rt: ResourceType, obj: Obj, now: str) -> None:
     if rt.group == "apiextensions.k8s.io":
         _establish_crd(obj, now)
         return
+    if (rt.group, kind) in _STORAGE_KINDS:
+        storage.prepare_for_create(kind, obj, now)
+        return
     _default(rt, obj)
+    if (rt.group, kind) == (priority.GROUP, "PriorityClass"):
+        priority.prepare_class_for_create(obj)
+        return
+    if rt.group == "apps" and kind == "DaemonSet":
+        daemonsets.prepare_for_create(obj)
+        return
+    if rt.group == "" and kind == "ReplicationController":
+        replicationcontrollers.prepare_for_create(obj)
+        return
     if rt.group == "apps" and kind == "StatefulSet":
         # replicas and availableReplicas are the status fields without omitempty.
         obj["status"] = {"replicas": 0, "availableReplicas": 0}
@@ -672,9 +688,14 @@ def prepare_for_create(rt: ResourceType, obj: Obj, now: str) -> None:
             obj.pop("status", None)
 
 
-def prepare_for_update(rt: ResourceType, obj: Obj, old: Obj) -> None:
+def prepare_for_update(rt: ResourceType, obj: Obj, old: Obj, now: str) -> None:
     """Defaulting for a replacement object (``old`` is what is stored)."""
+    if (rt.group, rt.kind) in _STORAGE_KINDS:
+        storage.prepare_for_update(rt.kind, obj, old, now)
+        return
     _default(rt, obj)
+    if (rt.group, rt.kind) == ("apps", "DaemonSet"):
+        daemonsets.prepare_for_update(obj, old)
 
 
 _CREATE_VALIDATORS: dict[tuple[str, str], Callable[[Obj], list[FieldError]]] = {
@@ -684,6 +705,8 @@ _CREATE_VALIDATORS: dict[tuple[str, str], Callable[[Obj], list[FieldError]]] = {
     ("apps", "Deployment"): _validate_workload,
     ("apps", "ReplicaSet"): _validate_workload,
     ("apps", "StatefulSet"): _validate_statefulset,
+    ("apps", "DaemonSet"): daemonsets.validate_daemonset,
+    ("", "ReplicationController"): replicationcontrollers.validate_replication_controller,
     ("batch", "Job"): _validate_job,
     ("", "Secret"): _validate_secret,
     ("", "ResourceQuota"): _validate_resource_quota,
@@ -692,6 +715,12 @@ _CREATE_VALIDATORS: dict[tuple[str, str], Callable[[Obj], list[FieldError]]] = {
     (rbac.GROUP, "RoleBinding"): lambda obj: rbac.validate_binding(obj, namespaced=True),
     (rbac.GROUP, "ClusterRoleBinding"): lambda obj: rbac.validate_binding(obj, namespaced=False),
     ("apiextensions.k8s.io", "CustomResourceDefinition"): _validate_crd,
+    (priority.GROUP, "PriorityClass"): priority.validate_class,
+    ("", "PersistentVolume"): storage.validate_volume,
+    ("", "PersistentVolumeClaim"): storage.validate_claim,
+    (storage.GROUP, "StorageClass"): storage.validate_storage_class,
+    (storage.GROUP, "CSINode"): storage.validate_csinode,
+    (storage.GROUP, "CSIDriver"): storage.validate_csidriver,
 }
 
 _UPDATE_VALIDATORS: dict[tuple[str, str], Callable[[Obj, Obj], list[FieldError]]] = {
@@ -700,7 +729,14 @@ _UPDATE_VALIDATORS: dict[tuple[str, str], Callable[[Obj, Obj], list[FieldError]]
     ("apps", "ReplicaSet"): _validate_workload_update,
     ("apps", "StatefulSet"): lambda new, old: (_validate_workload_update(new, old)
                                                or _validate_statefulset_update(new, old)),
+    ("apps", "DaemonSet"): _validate_workload_update,
     ("batch", "Job"): _validate_job_update,
+    (priority.GROUP, "PriorityClass"): priority.validate_class_update,
+    ("", "PersistentVolume"): storage.validate_volume_update,
+    ("", "PersistentVolumeClaim"): storage.validate_claim_update,
+    (storage.GROUP, "StorageClass"): storage.validate_storage_class_update,
+    (storage.GROUP, "CSINode"): storage.validate_csinode_update,
+    (storage.GROUP, "CSIDriver"): storage.validate_csidriver_update,
     (rbac.GROUP, "RoleBinding"): rbac.validate_binding_update,
     (rbac.GROUP, "ClusterRoleBinding"): rbac.validate_binding_update,
 }

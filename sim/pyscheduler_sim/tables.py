@@ -66,6 +66,8 @@ from datetime import datetime, timedelta, timezone
 from decimal import Decimal
 from typing import Any, Final, NoReturn, Union
 
+from pyscheduler.api.quantity import QuantityError, canonical_quantity
+
 __all__ = ["column_definitions", "human_duration", "to_table"]
 
 JSON = Any
@@ -590,6 +592,40 @@ _REPLICASET_COLUMNS: Final = (
     ),
 )
 
+_REPLICATIONCONTROLLER_COLUMNS: Final = (
+    _name_col(),
+    _col(
+        "Desired",
+        "integer",
+        "Replicas is the number of desired replicas. This is a pointer to distinguish between "
+        "explicit zero and unspecified. Defaults to 1. More info: "
+        "https://kubernetes.io/docs/concepts/workloads/controllers/replicationcontroller"
+        "#what-is-a-replicationcontroller",
+    ),
+    _col(
+        "Current",
+        "integer",
+        "Replicas is the most recently observed number of replicas. More info: "
+        "https://kubernetes.io/docs/concepts/workloads/controllers/replicationcontroller"
+        "#what-is-a-replicationcontroller",
+    ),
+    _col("Ready", "integer", "The number of ready replicas for this replication controller."),
+    _age_col(),
+    _col("Containers", "string", _DOC_CONTAINERS, priority=1),
+    _col("Images", "string", _DOC_IMAGES, priority=1),
+    _col(
+        "Selector",
+        "string",
+        "Selector is a label query over pods that should match the Replicas count. If Selector "
+        "is empty, it is defaulted to the labels present on the Pod template. Label keys and "
+        "values that must match in order to be controlled by this replication controller, if "
+        "empty defaulted to labels on Pod template. More info: "
+        "https://kubernetes.io/docs/concepts/overview/working-with-objects/labels/"
+        "#label-selectors",
+        priority=1,
+    ),
+)
+
 _DAEMONSET_COLUMNS: Final = (
     _name_col(),
     _col(
@@ -865,6 +901,207 @@ _PRIORITYCLASS_COLUMNS: Final = (
         "preemptionPolicy is the Policy for preempting pods with lower priority. One of Never, "
         "PreemptLowerPriority. Defaults to PreemptLowerPriority if unset.",
     ),
+)
+
+_DOC_PV_ACCESS_MODES: Final = (
+    "accessModes contains all ways the volume can be mounted. More info: "
+    "https://kubernetes.io/docs/concepts/storage/persistent-volumes#access-modes"
+)
+_DOC_PVC_ACCESS_MODES: Final = (
+    "accessModes contains the actual access modes the volume backing the PVC has. More info: "
+    "https://kubernetes.io/docs/concepts/storage/persistent-volumes#access-modes-1"
+)
+
+_PERSISTENTVOLUME_COLUMNS: Final = (
+    _name_col(),
+    _col(
+        "Capacity",
+        "string",
+        "capacity is the description of the persistent volume's resources and capacity. More "
+        "info: https://kubernetes.io/docs/concepts/storage/persistent-volumes#capacity",
+    ),
+    _col("Access Modes", "string", _DOC_PV_ACCESS_MODES),
+    _col(
+        "Reclaim Policy",
+        "string",
+        "persistentVolumeReclaimPolicy defines what happens to a persistent volume when "
+        "released from its claim. Valid options are Retain (default for manually created "
+        "PersistentVolumes), Delete (default for dynamically provisioned PersistentVolumes), and "
+        "Recycle (deprecated). Recycle must be supported by the volume plugin underlying this "
+        "PersistentVolume. More info: "
+        "https://kubernetes.io/docs/concepts/storage/persistent-volumes#reclaiming",
+    ),
+    _col(
+        "Status",
+        "string",
+        "phase indicates if a volume is available, bound to a claim, or released by a claim. "
+        "More info: https://kubernetes.io/docs/concepts/storage/persistent-volumes#phase",
+    ),
+    _col(
+        "Claim",
+        "string",
+        "claimRef is part of a bi-directional binding between PersistentVolume and "
+        "PersistentVolumeClaim. Expected to be non-nil when bound. claim.VolumeName is the "
+        "authoritative bind between PV and PVC. More info: "
+        "https://kubernetes.io/docs/concepts/storage/persistent-volumes#binding",
+    ),
+    _col("StorageClass", "string", "StorageClass of the pv"),
+    _col("VolumeAttributesClass", "string", "VolumeAttributesClass of the pv"),
+    _col(
+        "Reason",
+        "string",
+        "reason is a brief CamelCase string that describes any failure and is meant for machine "
+        "parsing and tidy display in the CLI.",
+    ),
+    _age_col(),
+    _col(
+        "VolumeMode",
+        "string",
+        "volumeMode defines if a volume is intended to be used with a formatted filesystem or to "
+        "remain in raw block state. Value of Filesystem is implied when not included in spec.",
+        priority=1,
+    ),
+)
+
+_PERSISTENTVOLUMECLAIM_COLUMNS: Final = (
+    _name_col(),
+    _col("Status", "string", "phase represents the current phase of PersistentVolumeClaim."),
+    _col(
+        "Volume",
+        "string",
+        "volumeName is the binding reference to the PersistentVolume backing this claim.",
+    ),
+    _col("Capacity", "string", "capacity represents the actual resources of the underlying volume."),
+    _col("Access Modes", "string", _DOC_PVC_ACCESS_MODES),
+    _col("StorageClass", "string", "StorageClass of the pvc"),
+    _col("VolumeAttributesClass", "string", "VolumeAttributesClass of the pvc"),
+    _age_col(),
+    _col(
+        "VolumeMode",
+        "string",
+        "volumeMode defines what type of volume is required by the claim. Value of Filesystem is "
+        "implied when not included in claim spec.",
+        priority=1,
+    ),
+)
+
+_STORAGECLASS_COLUMNS: Final = (
+    _name_col(),
+    _col("Provisioner", "string", "provisioner indicates the type of the provisioner."),
+    _col(
+        "ReclaimPolicy",
+        "string",
+        "reclaimPolicy controls the reclaimPolicy for dynamically provisioned PersistentVolumes "
+        "of this storage class. Defaults to Delete.",
+    ),
+    _col(
+        "VolumeBindingMode",
+        "string",
+        "volumeBindingMode indicates how PersistentVolumeClaims should be provisioned and bound.  "
+        "When unset, VolumeBindingImmediate is used. This field is only honored by servers that "
+        "enable the VolumeScheduling feature.",
+    ),
+    _col(
+        "AllowVolumeExpansion",
+        "string",
+        "allowVolumeExpansion shows whether the storage class allow volume expand.",
+    ),
+    _age_col(),
+)
+
+_CSINODE_COLUMNS: Final = (
+    _name_col(),
+    _col("Drivers", "integer", "Drivers indicates the number of CSI drivers registered on the node"),
+    _age_col(),
+)
+
+_CSIDRIVER_COLUMNS: Final = (
+    _name_col(),
+    _col(
+        "AttachRequired",
+        "boolean",
+        "attachRequired indicates this CSI volume driver requires an attach operation (because "
+        "it implements the CSI ControllerPublishVolume() method), and that the Kubernetes attach "
+        "detach controller should call the attach volume interface which checks the "
+        "volumeattachment status and waits until the volume is attached before proceeding to "
+        "mounting. The CSI external-attacher coordinates with CSI volume driver and updates the "
+        "volumeattachment status when the attach operation is complete. If the "
+        "CSIDriverRegistry feature gate is enabled and the value is specified to false, the "
+        "attach operation will be skipped. Otherwise the attach operation will be called.\n\n"
+        "This field is immutable.",
+    ),
+    _col(
+        "PodInfoOnMount",
+        "boolean",
+        "podInfoOnMount indicates this CSI volume driver requires additional pod information "
+        "(like podName, podUID, etc.) during mount operations, if set to true. If set to false, "
+        "pod information will not be passed on mount. Default is false.\n\nThe CSI driver "
+        "specifies podInfoOnMount as part of driver deployment. If true, Kubelet will pass pod "
+        "information as VolumeContext in the CSI NodePublishVolume() calls. The CSI driver is "
+        "responsible for parsing and validating the information passed in as VolumeContext."
+        "\n\nThe following VolumeContext will be passed if podInfoOnMount is set to true. This "
+        "list might grow, but the prefix will be used. \"csi.storage.k8s.io/pod.name\": "
+        "pod.Name \"csi.storage.k8s.io/pod.namespace\": pod.Namespace "
+        "\"csi.storage.k8s.io/pod.uid\": string(pod.UID) \"csi.storage.k8s.io/ephemeral\": "
+        "\"true\" if the volume is an ephemeral inline volume\n                                "
+        "defined by a CSIVolumeSource, otherwise \"false\"\n\n\"csi.storage.k8s.io/ephemeral\" "
+        "is a new feature in Kubernetes 1.16. It is only required for drivers which support "
+        "both the \"Persistent\" and \"Ephemeral\" VolumeLifecycleMode. Other drivers can leave "
+        "pod info disabled and/or ignore this field. As Kubernetes 1.15 doesn't support this "
+        "field, drivers can only support one mode when deployed on such a cluster and the "
+        "deployment determines which mode that is, for example via a command line parameter of "
+        "the driver.\n\nThis field was immutable in Kubernetes < 1.29 and now is mutable.",
+    ),
+    _col(
+        "StorageCapacity",
+        "boolean",
+        "storageCapacity indicates that the CSI volume driver wants pod scheduling to consider "
+        "the storage capacity that the driver deployment will report by creating "
+        "CSIStorageCapacity objects with capacity information, if set to true.\n\nThe check "
+        "can be enabled immediately when deploying a driver. In that case, provisioning new "
+        "volumes with late binding will pause until the driver deployment has published some "
+        "suitable CSIStorageCapacity object.\n\nAlternatively, the driver can be deployed "
+        "with the field unset or false and it can be flipped later when storage capacity "
+        "information has been published.\n\nThis field was immutable in Kubernetes <= 1.22 "
+        "and now is mutable.",
+    ),
+    _col(
+        "TokenRequests",
+        "string",
+        "tokenRequests indicates the CSI driver needs pods' service account tokens it is "
+        "mounting volume for to do necessary authentication. Kubelet will pass the tokens in "
+        "VolumeContext in the CSI NodePublishVolume calls. The CSI driver should parse and "
+        "validate the following VolumeContext: \"csi.storage.k8s.io/serviceAccount.tokens\": "
+        "{\n  \"<audience>\": {\n    \"token\": <token>,\n    \"expirationTimestamp\": "
+        "<expiration timestamp in RFC3339>,\n  },\n  ...\n}\n\nNote: Audience in each "
+        "TokenRequest should be different and at most one token is empty string. To receive a "
+        "new token after expiry, RequiresRepublish can be used to trigger NodePublishVolume "
+        "periodically.",
+    ),
+    _col(
+        "RequiresRepublish",
+        "boolean",
+        "requiresRepublish indicates the CSI driver wants `NodePublishVolume` being "
+        "periodically called to reflect any possible change in the mounted volume. This field "
+        "defaults to false.\n\nNote: After a successful initial NodePublishVolume call, "
+        "subsequent calls to NodePublishVolume should only update the contents of the volume. "
+        "New mount points will not be seen by a running container.",
+    ),
+    _col(
+        "Modes",
+        "string",
+        "volumeLifecycleModes defines what kind of volumes this CSI volume driver supports. The "
+        "default if the list is empty is \"Persistent\", which is the usage defined by the CSI "
+        "specification and implemented in Kubernetes via the usual PV/PVC mechanism.\n\nThe "
+        "other mode is \"Ephemeral\". In this mode, volumes are defined inline inside the pod "
+        "spec with CSIVolumeSource and their lifecycle is tied to the lifecycle of that pod. A "
+        "driver has to be aware of this because it is only going to get a NodePublishVolume "
+        "call for such a volume.\n\nFor more information about implementing this mode, see "
+        "https://kubernetes-csi.github.io/docs/ephemeral-local-volumes.html A driver can "
+        "support one or more of these modes and more modes may be added in the future.\n\n"
+        "This field is beta. This field is immutable.",
+    ),
+    _age_col(),
 )
 
 _DEFAULT_COLUMNS: Final = (
@@ -1215,6 +1452,23 @@ def _print_replicaset(rs: Mapping[str, Any], now: datetime) -> _Row:
     )
 
 
+def _print_replicationcontroller(rc: Mapping[str, Any], now: datetime) -> _Row:
+    spec, status = _map(rc.get("spec")), _map(rc.get("status"))
+    names, images = _container_cells(_get(spec, "template", "spec"))
+    return _Row(
+        [
+            _name(rc),
+            _int(spec.get("replicas"), 1),
+            _int(status.get("replicas")),
+            _int(status.get("readyReplicas")),
+            _age(rc, now),
+            names,
+            images,
+            _format_labels(spec.get("selector")),
+        ]
+    )
+
+
 def _print_daemonset(ds: Mapping[str, Any], now: datetime) -> _Row:
     spec, status = _map(ds.get("spec")), _map(ds.get("status"))
     pod_spec = _get(spec, "template", "spec")
@@ -1390,6 +1644,129 @@ def _print_priorityclass(pc: Mapping[str, Any], now: datetime) -> _Row:
     )
 
 
+def _quantity_string(value: object) -> str:
+    """``Quantity.String()`` of a stored quantity (absent: ``0``)."""
+    if value is None:
+        return "0"
+    try:
+        return canonical_quantity(value)  # type: ignore[arg-type]
+    except (QuantityError, TypeError, ValueError):
+        return _str(value)
+
+
+def _access_modes(modes: object) -> str:
+    """``GetAccessModesAsString``: RWO, ROX, RWX, RWOP, in that order, each once."""
+    present = set(_list(modes))
+    return ",".join(short for mode, short in (("ReadWriteOnce", "RWO"), ("ReadOnlyMany", "ROX"),
+                                              ("ReadWriteMany", "RWX"),
+                                              ("ReadWriteOncePod", "RWOP"))
+                    if mode in present)
+
+
+_BETA_STORAGE_CLASS: Final = "volume.beta.kubernetes.io/storage-class"
+
+
+def _storage_class(obj: Mapping[str, Any]) -> str:
+    """``GetPersistentVolumeClass`` / ``GetPersistentVolumeClaimClass``: the beta annotation
+    wins over ``spec.storageClassName``."""
+    annotations = _map(_get(obj, "metadata", "annotations"))
+    if _BETA_STORAGE_CLASS in annotations:
+        return _str(annotations[_BETA_STORAGE_CLASS])
+    return _str(_get(obj, "spec", "storageClassName"))
+
+
+def _phase_or_terminating(obj: Mapping[str, Any]) -> str:
+    if _get(obj, "metadata", "deletionTimestamp"):
+        return "Terminating"
+    return _str(_get(obj, "status", "phase"))
+
+
+def _print_persistentvolume(pv: Mapping[str, Any], now: datetime) -> _Row:
+    spec = _map(pv.get("spec"))
+    ref = _opt_map(spec.get("claimRef"))
+    claim = f"{_str(ref.get('namespace'))}/{_str(ref.get('name'))}" if ref is not None else ""
+    attributes = spec.get("volumeAttributesClassName")
+    return _Row(
+        [
+            _name(pv),
+            _quantity_string(_map(spec.get("capacity")).get("storage")),
+            _access_modes(spec.get("accessModes")),
+            _str(spec.get("persistentVolumeReclaimPolicy")),
+            _phase_or_terminating(pv),
+            claim,
+            _storage_class(pv),
+            _str(attributes) if attributes is not None else "<unset>",
+            _str(_get(pv, "status", "reason")),
+            _age(pv, now),
+            _str(spec.get("volumeMode")) or "<unset>",
+        ]
+    )
+
+
+def _print_persistentvolumeclaim(pvc: Mapping[str, Any], now: datetime) -> _Row:
+    spec, status = _map(pvc.get("spec")), _map(pvc.get("status"))
+    volume = _str(spec.get("volumeName"))
+    capacity = modes = ""
+    if volume:
+        modes = _access_modes(status.get("accessModes"))
+        capacity = _quantity_string(_map(status.get("capacity")).get("storage"))
+    attributes = spec.get("volumeAttributesClassName")
+    return _Row(
+        [
+            _name(pvc),
+            _phase_or_terminating(pvc),
+            volume,
+            capacity,
+            modes,
+            _storage_class(pvc),
+            _str(attributes) if attributes is not None else "<unset>",
+            _age(pvc, now),
+            _str(spec.get("volumeMode")) or "<unset>",
+        ]
+    )
+
+
+def _print_storageclass(sc: Mapping[str, Any], now: datetime) -> _Row:
+    annotations = _map(_get(sc, "metadata", "annotations"))
+    name = _name(sc)
+    if "true" in (annotations.get("storageclass.kubernetes.io/is-default-class"),
+                  annotations.get("storageclass.beta.kubernetes.io/is-default-class")):
+        name += " (default)"
+    return _Row(
+        [
+            name,
+            _str(sc.get("provisioner")),
+            _str(sc.get("reclaimPolicy")) or "Delete",
+            _str(sc.get("volumeBindingMode")) or "Immediate",
+            sc.get("allowVolumeExpansion") is True,
+            _age(sc, now),
+        ]
+    )
+
+
+def _print_csinode(node: Mapping[str, Any], now: datetime) -> _Row:
+    return _Row([_name(node), len(_list(_get(node, "spec", "drivers"))), _age(node, now)])
+
+
+def _print_csidriver(driver: Mapping[str, Any], now: datetime) -> _Row:
+    spec = _map(driver.get("spec"))
+    requests = spec.get("tokenRequests")
+    tokens = ",".join(_str(_map(t).get("audience")) for t in _list(requests)) \
+        if requests is not None else "<unset>"
+    return _Row(
+        [
+            _name(driver),
+            spec.get("attachRequired") is not False,
+            spec.get("podInfoOnMount") is True,
+            spec.get("storageCapacity") is True,
+            tokens,
+            spec.get("requiresRepublish") is True,
+            ",".join(_str(m) for m in _list(spec.get("volumeLifecycleModes"))) or "<none>",
+            _age(driver, now),
+        ]
+    )
+
+
 def _print_binding(binding: Mapping[str, Any], now: datetime) -> _Row:
     # printRoleBinding / printClusterRoleBinding, always wide (rbac.SubjectsStrings).
     ref = _map(binding.get("roleRef"))
@@ -1454,11 +1831,21 @@ _PRINTERS: Final[Mapping[tuple[str, str], _Printer]] = {
     ),
     ("apps", "deployments"): _Printer(_DEPLOYMENT_COLUMNS, _print_deployment),
     ("apps", "replicasets"): _Printer(_REPLICASET_COLUMNS, _print_replicaset),
+    ("", "replicationcontrollers"): _Printer(
+        _REPLICATIONCONTROLLER_COLUMNS, _print_replicationcontroller
+    ),
     ("apps", "daemonsets"): _Printer(_DAEMONSET_COLUMNS, _print_daemonset),
     ("apps", "statefulsets"): _Printer(_STATEFULSET_COLUMNS, _print_statefulset),
     ("batch", "jobs"): _Printer(_JOB_COLUMNS, _print_job),
     ("coordination.k8s.io", "leases"): _Printer(_LEASE_COLUMNS, _print_lease),
     ("policy", "poddisruptionbudgets"): _Printer(_PDB_COLUMNS, _print_pdb),
+    ("", "persistentvolumes"): _Printer(_PERSISTENTVOLUME_COLUMNS, _print_persistentvolume),
+    ("", "persistentvolumeclaims"): _Printer(
+        _PERSISTENTVOLUMECLAIM_COLUMNS, _print_persistentvolumeclaim
+    ),
+    ("storage.k8s.io", "storageclasses"): _Printer(_STORAGECLASS_COLUMNS, _print_storageclass),
+    ("storage.k8s.io", "csinodes"): _Printer(_CSINODE_COLUMNS, _print_csinode),
+    ("storage.k8s.io", "csidrivers"): _Printer(_CSIDRIVER_COLUMNS, _print_csidriver),
     ("scheduling.k8s.io", "priorityclasses"): _Printer(
         _PRIORITYCLASS_COLUMNS, _print_priorityclass
     ),

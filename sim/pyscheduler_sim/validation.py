@@ -7,7 +7,10 @@ converting them to typed classes first; every check appends
 Only the rules that matter to a scheduler simulation are implemented: object metadata, the
 scheduling-relevant parts of pod specs (containers, resources, ports, tolerations, node
 selectors, names), node taints and capacity, and namespace finalizers. Volumes, probes,
-security contexts, affinity terms and update-time (immutability) rules are not validated.
+security contexts, pod affinity terms and update-time (immutability) rules are not validated.
+The node selectors of PersistentVolumes and the topology terms of StorageClasses are
+(:func:`validate_node_selector`, :func:`validate_topology_selector_term`), with CSI driver
+names and volume paths (:func:`validate_csi_driver_name`, :func:`validate_path_no_backsteps`).
 """
 
 from __future__ import annotations
@@ -41,6 +44,7 @@ from pyscheduler.api.validation import (
     invalid,
     invalid_each,
     is_dns1123_label,
+    is_dns1123_subdomain,
     is_qualified_name,
     is_valid_label_value,
     max_len_error,
@@ -53,13 +57,17 @@ from pyscheduler.api.validation import (
 )
 
 __all__ = [
+    "validate_csi_driver_name",
     "validate_generic",
     "validate_namespace",
     "validate_node",
+    "validate_node_selector",
+    "validate_path_no_backsteps",
     "validate_object_meta",
     "validate_pod",
     "validate_pod_spec",
     "validate_resource_list",
+    "validate_topology_selector_term",
 ]
 
 
@@ -446,6 +454,21 @@ def _validate_optional_name(spec: dict[str, Any], key: str, path: str, errs: lis
         errs.extend(validate_dns1123_subdomain(v, f"{path}.{key}"))
 
 
+def validate_long_running_template(pod_spec: object, kind: str) -> list[FieldError]:
+    """What a controller of long-running pods (DaemonSet, StatefulSet, ReplicationController)
+    requires of its pod template: ``restartPolicy: Always`` and no
+    ``activeDeadlineSeconds``."""
+    errs: list[FieldError] = []
+    if isinstance(pod_spec, dict):
+        if pod_spec.get("restartPolicy") != "Always":
+            errs.append(not_supported("spec.template.spec.restartPolicy",
+                                      pod_spec.get("restartPolicy"), ("Always",)))
+        if pod_spec.get("activeDeadlineSeconds") is not None:
+            errs.append(forbidden("spec.template.spec.activeDeadlineSeconds",
+                                  f"activeDeadlineSeconds in {kind} is not Supported"))
+    return errs
+
+
 def validate_pod_spec(spec: object, path: str = "spec") -> list[FieldError]:
     """The scheduling-relevant parts of ``ValidatePodSpec``."""
     errs: list[FieldError] = []
@@ -568,3 +591,137 @@ def validate_generic(
         return errs
     core = isinstance(obj, dict) and obj.get("apiVersion") == "v1"
     return validate_object_meta(meta, namespaced=namespaced, name_validator=name_validator, kube_finalizers=core)
+
+
+# ---------------------------------------------------------------- node selectors and topology
+
+_NODE_SELECTOR_OPERATORS = ("In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt")
+
+
+def _validate_label_name(key: object, path: str, errs: list[FieldError]) -> None:
+    """``ValidateLabelName``: a qualified name."""
+    if not isinstance(key, str):
+        errs.append(invalid(path, key, MUST_BE_STRING))
+    else:
+        errs.extend(invalid_each(path, key, is_qualified_name(key)))
+
+
+def _string_list(values: object) -> list[Any]:
+    return values if isinstance(values, list) else []
+
+
+def _validate_node_selector_requirement(req: dict[str, Any], path: str,
+                                        errs: list[FieldError]) -> None:
+    """``ValidateNodeSelectorRequirement`` (label values checked, as for new objects)."""
+    op, values = req.get("operator"), _string_list(req.get("values"))
+    if op in ("In", "NotIn"):
+        if not values:
+            errs.append(required(path + ".values",
+                                 "must be specified when `operator` is 'In' or 'NotIn'"))
+    elif op in ("Exists", "DoesNotExist"):
+        if values:
+            errs.append(forbidden(path + ".values", "may not be specified when `operator` is "
+                                                    "'Exists' or 'DoesNotExist'"))
+    elif op in ("Gt", "Lt"):
+        if len(values) != 1:
+            errs.append(required(path + ".values", "must be specified single value when "
+                                                   "`operator` is 'Lt' or 'Gt'"))
+    else:
+        errs.append(invalid(path + ".operator", op or "", "not a valid selector operator"))
+    _validate_label_name(req.get("key") or "", path + ".key", errs)
+    for i, value in enumerate(values):
+        if isinstance(value, str):
+            errs.extend(invalid_each(f"{path}.values[{i}]", value, is_valid_label_value(value)))
+
+
+def _validate_node_field_requirement(req: dict[str, Any], path: str,
+                                     errs: list[FieldError]) -> None:
+    """``ValidateNodeFieldSelectorRequirement``: only ``metadata.name``, one value."""
+    op, values = req.get("operator"), _string_list(req.get("values"))
+    if op in ("In", "NotIn"):
+        if len(values) != 1:
+            errs.append(required(path + ".values", "must be only one value when `operator` is "
+                                                   "'In' or 'NotIn' for node field selector"))
+    else:
+        errs.append(invalid(path + ".operator", op or "", "not a valid selector operator"))
+    if req.get("key") != "metadata.name":
+        errs.append(invalid(path + ".key", req.get("key") or "", "not a valid field selector key"))
+    else:
+        for i, value in enumerate(values):
+            errs.extend(validate_dns1123_subdomain(value, f"{path}.values[{i}]"))
+
+
+def validate_node_selector(selector: object, path: str) -> list[FieldError]:
+    """``ValidateNodeSelector``: at least one term; each term's requirements."""
+    errs: list[FieldError] = []
+    if not isinstance(selector, dict):
+        return [invalid(path, selector, MUST_BE_OBJECT)]
+    terms = selector.get("nodeSelectorTerms")
+    if not terms or not isinstance(terms, list):
+        return [required(path + ".nodeSelectorTerms",
+                         "must have at least one node selector term")]
+    for i, term in enumerate(terms):
+        p = f"{path}.nodeSelectorTerms[{i}]"
+        if not isinstance(term, dict):
+            errs.append(invalid(p, term, MUST_BE_OBJECT))
+            continue
+        for j, req in enumerate(_string_list(term.get("matchExpressions"))):
+            if isinstance(req, dict):
+                _validate_node_selector_requirement(req, f"{p}.matchExpressions[{j}]", errs)
+            else:
+                errs.append(invalid(f"{p}.matchExpressions[{j}]", req, MUST_BE_OBJECT))
+        for j, req in enumerate(_string_list(term.get("matchFields"))):
+            if isinstance(req, dict):
+                _validate_node_field_requirement(req, f"{p}.matchFields[{j}]", errs)
+            else:
+                errs.append(invalid(f"{p}.matchFields[{j}]", req, MUST_BE_OBJECT))
+    return errs
+
+
+def validate_topology_selector_term(term: object, path: str,
+                                    errs: list[FieldError]) -> dict[str, frozenset[str]]:
+    """``ValidateTopologySelectorTerm``; returns the term as key -> values, for the duplicate
+    check of StorageClass ``allowedTopologies``."""
+    found: dict[str, frozenset[str]] = {}
+    if not isinstance(term, dict):
+        errs.append(invalid(path, term, MUST_BE_OBJECT))
+        return found
+    for i, req in enumerate(_string_list(term.get("matchLabelExpressions"))):
+        p = f"{path}.matchLabelExpressions[{i}]"
+        if not isinstance(req, dict):
+            errs.append(invalid(p, req, MUST_BE_OBJECT))
+            continue
+        values = _string_list(req.get("values"))
+        if not values:
+            errs.append(required(p + ".values"))
+        seen: set[Any] = set()
+        for j, value in enumerate(values):
+            if value in seen:
+                errs.append(duplicate(f"{p}.values[{j}]", value))
+            seen.add(value)
+        key = req.get("key") or ""
+        _validate_label_name(key, p + ".key", errs)
+        if key in found:
+            errs.append(duplicate(p + ".key", key))
+        found[str(key)] = frozenset(str(x) for x in seen)
+    return found
+
+
+def validate_csi_driver_name(name: object, path: str) -> list[FieldError]:
+    """``ValidateCSIDriverName``: a DNS subdomain once lowercased, at most 63 characters."""
+    if not isinstance(name, str):
+        return [invalid(path, name, MUST_BE_STRING)]
+    errs: list[FieldError] = []
+    if not name:
+        errs.append(required(path))
+    if len(name) > 63:
+        errs.append(FieldError("FieldValueTooLong", path, name, "must have at most 63 bytes"))
+    errs.extend(invalid_each(path, name, is_dns1123_subdomain(name.lower())))
+    return errs
+
+
+def validate_path_no_backsteps(value: str, path: str) -> list[FieldError]:
+    """``validatePathNoBacksteps``."""
+    if ".." in value.split("/"):
+        return [invalid(path, value, "must not contain '..'")]
+    return []

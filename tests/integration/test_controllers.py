@@ -1,16 +1,19 @@
-"""Controllers of the embedded cluster: ReplicaSet, Deployment, garbage collection,
-PodDisruptionBudgets and eviction, CustomResourceDefinitions, namespaces."""
+"""Controllers of the embedded cluster: ReplicaSet, Deployment, DaemonSet, garbage
+collection, PodDisruptionBudgets and eviction, CustomResourceDefinitions, namespaces, and the
+kubelets' part in a pod's graceful deletion."""
 
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from kubernetes import client
+from kubernetes import client, config, watch
 from kubernetes.client.rest import ApiException
 
-from tests.conftest import Http, wait_for
+from pyscheduler_sim.harness import BackgroundCluster
+from tests.conftest import Http, Kubectl, small_cluster, wait_for
 
 
 def template(app: str) -> dict[str, Any]:
@@ -329,3 +332,134 @@ def test_crd_with_a_non_structural_schema_is_rejected(http: Http) -> None:
     assert status == 422, doc
     assert any("spec.versions[0].schema.openAPIV3Schema" in c["field"]
                for c in doc["details"]["causes"])
+
+
+# -- DaemonSets ---------------------------------------------------------------------------------
+
+def daemonset(name: str, **pod_spec: Any) -> dict[str, Any]:
+    return {"metadata": {"name": name},
+            "spec": {"selector": {"matchLabels": {"app": name}},
+                     "template": {"metadata": {"labels": {"app": name}},
+                                  "spec": {"containers": [{"name": "c", "image": "agent:1"}],
+                                           **pod_spec}}}}
+
+
+def daemon_node(pod: Any) -> str:
+    """The node a daemon pod's required node affinity names (matchFields metadata.name)."""
+    required = pod.spec.affinity.node_affinity.required_during_scheduling_ignored_during_execution
+    field = required.node_selector_terms[0].match_fields[0]
+    assert (field.key, field.operator) == ("metadata.name", "In")
+    return str(field.values[0])
+
+
+def test_daemonset_runs_one_pod_per_node(api: client.ApiClient, core: client.CoreV1Api,
+                                         namespace: str, kubectl: Kubectl) -> None:
+    apps = client.AppsV1Api(api)
+    created = apps.create_namespaced_daemon_set(namespace, daemonset("agent"))
+    assert created.spec.update_strategy.rolling_update.max_unavailable == 1
+    assert created.metadata.annotations["deprecated.daemonset.template.generation"] == "1"
+    pods = wait_for(lambda: len(pods_of(core, namespace, "app=agent")) == 3
+                    and pods_of(core, namespace, "app=agent"), what="3 daemon pods")
+    # Placed by the scheduler, not by the controller: no nodeName, one node each.
+    assert [p.spec.node_name for p in pods] == [None, None, None]
+    assert sorted(daemon_node(p) for p in pods) == ["node-0", "node-1", "node-2"]
+    pod = pods[0]
+    assert pod.metadata.owner_references[0].kind == "DaemonSet"
+    assert pod.metadata.labels["pod-template-generation"] == "1"
+    tolerations = {(t.key, t.effect, t.toleration_seconds) for t in pod.spec.tolerations}
+    assert {("node.kubernetes.io/not-ready", "NoExecute", None),
+            ("node.kubernetes.io/unreachable", "NoExecute", None),
+            ("node.kubernetes.io/unschedulable", "NoSchedule", None)} <= tolerations
+    ds = wait_for(lambda: (d := apps.read_namespaced_daemon_set_status("agent", namespace))
+                  .status.desired_number_scheduled == 3 and d, what="status")
+    assert (ds.status.current_number_scheduled, ds.status.number_ready) == (3, 0)
+    # Acting as the scheduler: each pod to its node; the kubelets run them.
+    for p in pods:
+        bind(core, namespace, p.metadata.name, daemon_node(p))
+    ds = wait_for(lambda: (d := apps.read_namespaced_daemon_set_status("agent", namespace))
+                  .status.number_ready == 3 and d, what="3 ready")
+    assert (ds.status.number_available, ds.status.updated_number_scheduled,
+            ds.status.number_unavailable) == (3, 3, None)
+    rows = kubectl("get", "ds", "-n", namespace).stdout.splitlines()
+    assert rows[0].split() == ["NAME", "DESIRED", "CURRENT", "READY", "UP-TO-DATE", "AVAILABLE",
+                               "NODE", "SELECTOR", "AGE"]
+    assert rows[1].split()[:7] == ["agent", "3", "3", "3", "3", "3", "<none>"]
+    # Deleting the DaemonSet deletes its pods (garbage collection).
+    apps.delete_namespaced_daemon_set("agent", namespace)
+    wait_for(lambda: not pods_of(core, namespace, "app=agent"), what="pods collected")
+
+
+@pytest.fixture(scope="module")
+def own_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BackgroundCluster]:
+    """A cluster of this module's own, for tests that change nodes."""
+    with BackgroundCluster(small_cluster(), tmp_path_factory.mktemp("own")) as c:
+        yield c
+
+
+def test_daemonset_follows_its_nodes(own_cluster: BackgroundCluster) -> None:
+    api = config.new_client_from_config(config_file=str(own_cluster.kubeconfig))
+    core, apps = client.CoreV1Api(api), client.AppsV1Api(api)
+    apps.create_namespaced_daemon_set("default", daemonset("ssd", nodeSelector={"disk": "ssd"}))
+
+    def nodes() -> list[str]:
+        return sorted(daemon_node(p) for p in pods_of(core, "default", "app=ssd"))
+
+    assert apps.read_namespaced_daemon_set("ssd", "default").status.desired_number_scheduled \
+        == 0
+    core.patch_node("node-1", {"metadata": {"labels": {"disk": "ssd"}}})
+    core.patch_node("node-2", {"metadata": {"labels": {"disk": "ssd"}}})
+    wait_for(lambda: nodes() == ["node-1", "node-2"], what="pods on the ssd nodes")
+    # An untolerated NoExecute taint removes the daemon pod; NoSchedule keeps it.
+    core.patch_node("node-1", {"spec": {"taints": [{"key": "evict", "effect": "NoExecute"}]}})
+    core.patch_node("node-2", {"spec": {"taints": [{"key": "cordon", "effect": "NoSchedule"}]}})
+    wait_for(lambda: nodes() == ["node-2"], what="the pod of the NoExecute node removed")
+    ds = wait_for(lambda: (d := apps.read_namespaced_daemon_set("ssd", "default"))
+                  .status.number_misscheduled == 1 and d, what="misscheduled")
+    assert ds.status.desired_number_scheduled == 0
+    core.patch_node("node-1", {"spec": {"taints": None}})
+    wait_for(lambda: nodes() == ["node-1", "node-2"], what="the pod back")
+    # A node that goes away takes its daemon pod with it, bound or not.
+    pod = next(p for p in pods_of(core, "default", "app=ssd") if daemon_node(p) == "node-2")
+    bind(core, "default", pod.metadata.name, "node-2")
+    core.delete_node("node-1")
+    core.delete_node("node-2")
+    wait_for(lambda: not core.list_namespaced_pod("default", label_selector="app=ssd").items,
+             what="pods of deleted nodes removed")
+
+
+# -- graceful deletion ------------------------------------------------------------------------
+
+def test_a_deleted_pod_terminates_through_its_kubelet(core: client.CoreV1Api,
+                                                      namespace: str) -> None:
+    """A bound pod deleted with a grace period is marked and stays until its node's kubelet
+    has stopped it; the scheduler's preemption counts on victims going this way."""
+    core.create_namespaced_pod(namespace, {"metadata": {"name": "victim", "labels": {"app": "v"}},
+                                           "spec": {"nodeName": "node-0",
+                                                    "terminationGracePeriodSeconds": 30,
+                                                    **template("v")["spec"]}})
+    running = wait_for(lambda: (p := core.read_namespaced_pod("victim", namespace))
+                       .status.phase == "Running" and p, what="running")
+    core.delete_namespaced_pod("victim", namespace)
+    marked = core.read_namespaced_pod("victim", namespace)
+    assert marked.metadata.deletion_timestamp is not None
+    assert marked.metadata.deletion_grace_period_seconds == 30
+    # The kubelet stops it (the pool's termination time, under the grace period), then it goes.
+    wait_for(lambda: not core.list_namespaced_pod(namespace, label_selector="app=v").items,
+             what="the kubelet finishing the deletion")
+    types = [e["type"] for e in watch.Watch().stream(
+        core.list_namespaced_pod, namespace, label_selector="app=v",
+        resource_version=running.metadata.resource_version, timeout_seconds=2)]
+    assert types == ["MODIFIED", "DELETED"]
+    reasons = {e.reason for e in core.list_namespaced_event(
+        namespace, field_selector="involvedObject.name=victim").items}
+    assert "Killing" in reasons
+
+
+def test_an_unbound_pod_is_deleted_at_once(core: client.CoreV1Api, namespace: str) -> None:
+    core.create_namespaced_pod(namespace, {"metadata": {"name": "pending"},
+                                           "spec": {"terminationGracePeriodSeconds": 30,
+                                                    **template("p")["spec"]}})
+    core.delete_namespaced_pod("pending", namespace)
+    with pytest.raises(ApiException) as exc:
+        core.read_namespaced_pod("pending", namespace)
+    assert exc.value.status == 404

@@ -1,6 +1,8 @@
 """The embedded cluster's RBAC objects, StatefulSets, Jobs, ResourceQuotas and Secrets: stored,
 defaulted and validated as kube-apiserver does, discoverable, and printed by ``kubectl get``;
-and its request log."""
+the discovery of its storage, scheduling, DaemonSet and ReplicationController types (the
+behaviour of the first ones is tested in test_sim_storage.py, test_sim_priority.py and
+test_controllers.py); and its request log."""
 
 from __future__ import annotations
 
@@ -77,6 +79,47 @@ def test_new_types_are_discoverable(http: Http) -> None:
         openapi["paths"]
     _, openapi = http("GET", "/openapi/v3/apis/batch/v1")
     assert "/apis/batch/v1/namespaces/{namespace}/jobs/{name}" in openapi["paths"]
+
+
+def test_storage_scheduling_and_daemonset_types_are_discoverable(http: Http,
+                                                                 kubectl: Kubectl) -> None:
+    _, doc = http("GET", "/api/v1")
+    core = {r["name"]: r for r in doc["resources"]}
+    assert (core["persistentvolumes"]["namespaced"], core["persistentvolumes"]["shortNames"]) == (
+        False, ["pv"])
+    assert (core["persistentvolumeclaims"]["namespaced"],
+            core["persistentvolumeclaims"]["shortNames"]) == (True, ["pvc"])
+    assert {"persistentvolumes/status", "persistentvolumeclaims/status"} <= set(core)
+    assert (core["replicationcontrollers"]["shortNames"], core["replicationcontrollers"][
+        "categories"]) == (["rc"], ["all"])
+    assert {"replicationcontrollers/status", "replicationcontrollers/scale"} <= set(core)
+    _, doc = http("GET", "/apis/storage.k8s.io/v1")
+    scopes = {r["name"]: r["namespaced"] for r in doc["resources"]}
+    assert scopes == {"storageclasses": False, "csinodes": False, "csidrivers": False}
+    assert next(r for r in doc["resources"] if r["name"] == "storageclasses")["shortNames"] == [
+        "sc"]
+    _, doc = http("GET", "/apis/scheduling.k8s.io/v1")
+    assert [(r["name"], r["namespaced"], r["shortNames"]) for r in doc["resources"]] == [
+        ("priorityclasses", False, ["pc"])]
+    _, doc = http("GET", "/apis/apps/v1")
+    apps = {r["name"]: r for r in doc["resources"]}
+    assert apps["daemonsets"]["shortNames"] == ["ds"] and apps["daemonsets"]["categories"] == [
+        "all"]
+    assert "daemonsets/status" in apps
+    _, groups = http("GET", "/apis")
+    assert {"storage.k8s.io", "scheduling.k8s.io"} <= {g["name"] for g in groups["groups"]}
+    _, openapi = http("GET", "/openapi/v3/apis/storage.k8s.io/v1")
+    assert "/apis/storage.k8s.io/v1/storageclasses/{name}" in openapi["paths"]
+    _, openapi = http("GET", "/openapi/v3/api/v1")
+    assert "/api/v1/namespaces/{namespace}/persistentvolumeclaims/{name}" in openapi["paths"]
+    names = set(kubectl("api-resources", "-o", "name").stdout.split())
+    assert {"persistentvolumes", "persistentvolumeclaims", "replicationcontrollers",
+            "daemonsets.apps",
+            "priorityclasses.scheduling.k8s.io", "storageclasses.storage.k8s.io",
+            "csinodes.storage.k8s.io", "csidrivers.storage.k8s.io"} <= names
+    listed = kubectl("get", "pc,sc,pv,csinode,csidriver", "-o", "name").stdout.split()
+    assert {"priorityclass.scheduling.k8s.io/system-node-critical",
+            "priorityclass.scheduling.k8s.io/system-cluster-critical"} <= set(listed)
 
 
 def test_kubectl_lists_and_prints_the_new_types(kubectl: Kubectl, namespace: str) -> None:

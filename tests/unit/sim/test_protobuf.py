@@ -528,6 +528,74 @@ OTHER_OBJECTS = [
            deprecatedFirstTimestamp=None, deprecatedLastTimestamp=None),
     simple("Scale", "autoscaling/v1", metadata=meta("web", namespace="ns"),
            spec={"replicas": 5}, status={"replicas": 0, "selector": "app=web"}),
+    # value 0 and the pointer preemptionPolicy are kept; globalDefault false is not written
+    simple("PriorityClass", "scheduling.k8s.io/v1", metadata=meta("zero"), value=0,
+           preemptionPolicy="PreemptLowerPriority"),
+    simple("PriorityClass", "scheduling.k8s.io/v1", metadata=meta("high"), value=-5,
+           globalDefault=True, description="batch", preemptionPolicy="Never"),
+    simple("DaemonSet", "apps/v1", metadata=meta("agent", namespace="kube-system"), spec={
+        "selector": {"matchLabels": {"app": "agent"}},
+        "template": {"metadata": {"creationTimestamp": None, "labels": {"app": "agent"}},
+                     "spec": {"containers": [{"name": "c", "image": "agent:1",
+                                              "resources": {}}],
+                              "hostNetwork": True,
+                              "tolerations": [{"operator": "Exists"}]}},
+        "updateStrategy": {"type": "RollingUpdate",
+                           "rollingUpdate": {"maxUnavailable": 0, "maxSurge": "25%"}},
+        "minReadySeconds": 5, "revisionHistoryLimit": 0},
+        status={"currentNumberScheduled": 0, "numberMisscheduled": 0,
+                "desiredNumberScheduled": 3, "numberReady": 0, "observedGeneration": 2,
+                "numberUnavailable": 3, "collisionCount": 0,
+                "conditions": [{"type": "Progressing", "status": "False",
+                                "lastTransitionTime": None}]}),
+    simple("PersistentVolume", "v1", metadata=meta("pv-csi"), spec={
+        "capacity": {"storage": "10Gi"}, "accessModes": ["ReadWriteOnce", "ReadOnlyMany"],
+        "claimRef": {"kind": "PersistentVolumeClaim", "namespace": "ns", "name": "data",
+                     "uid": "u-1", "apiVersion": "v1", "resourceVersion": "9"},
+        "persistentVolumeReclaimPolicy": "Delete", "storageClassName": "fast",
+        "mountOptions": ["noatime"], "volumeMode": "Filesystem",
+        "nodeAffinity": {"required": {"nodeSelectorTerms": [{"matchExpressions": [
+            {"key": "topology.kubernetes.io/zone", "operator": "In", "values": ["a"]}]}]}},
+        "csi": {"driver": "ebs.csi.aws.com", "volumeHandle": "vol-1", "readOnly": True,
+                "fsType": "ext4", "volumeAttributes": {"type": "gp3"},
+                "nodePublishSecretRef": {"name": "s", "namespace": "ns"}}},
+        status={"phase": "Bound", "lastPhaseTransitionTime": "2024-01-01T00:00:00Z"}),
+    simple("PersistentVolume", "v1", metadata=meta("pv-local"), spec={
+        "capacity": {"storage": "1Gi"}, "accessModes": ["ReadWriteOncePod"],
+        "local": {"path": "/mnt/disks/1", "fsType": ""}, "volumeMode": "Block",
+        "volumeAttributesClassName": ""},
+        status={"phase": "Failed", "message": "no deleter", "reason": "VolumeFailedDelete"}),
+    simple("PersistentVolume", "v1", metadata=meta("pv-nfs"), spec={
+        "nfs": {"server": "nfs.example", "path": "/export"}}, status={}),
+    simple("PersistentVolumeClaim", "v1", metadata=meta("data", namespace="ns"), spec={
+        "accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}},
+        "volumeName": "pv-csi", "storageClassName": "", "volumeMode": "Filesystem",
+        "selector": {"matchLabels": {"tier": "gold"}}},
+        status={"phase": "Bound", "accessModes": ["ReadWriteOnce"],
+                "capacity": {"storage": "10Gi"},
+                "conditions": [{"type": "Resizing", "status": "True", "lastProbeTime": None,
+                                "lastTransitionTime": "2024-01-01T00:00:00Z"}],
+                "allocatedResources": {"storage": "10Gi"},
+                "allocatedResourceStatuses": {"storage": "ControllerResizeInProgress"},
+                "currentVolumeAttributesClassName": "gold",
+                "modifyVolumeStatus": {"status": "Pending"}}),
+    simple("StorageClass", "storage.k8s.io/v1", metadata=meta("fast", annotations={
+        "storageclass.kubernetes.io/is-default-class": "true"}),
+        provisioner="ebs.csi.aws.com", parameters={"type": "gp3"}, reclaimPolicy="Retain",
+        mountOptions=["debug"], allowVolumeExpansion=False,
+        volumeBindingMode="WaitForFirstConsumer",
+        allowedTopologies=[{"matchLabelExpressions": [
+            {"key": "topology.kubernetes.io/zone", "values": ["a", "b"]}]}]),
+    simple("CSINode", "storage.k8s.io/v1", metadata=meta("node-1"), spec={"drivers": [
+        {"name": "ebs.csi.aws.com", "nodeID": "i-1",
+         "topologyKeys": ["topology.kubernetes.io/zone"], "allocatable": {"count": 25}},
+        {"name": "local.csi", "nodeID": "", "allocatable": {"count": 0}}]}),
+    simple("CSIDriver", "storage.k8s.io/v1", metadata=meta("ebs.csi.aws.com"), spec={
+        "attachRequired": True, "podInfoOnMount": False, "volumeLifecycleModes": ["Persistent"],
+        "storageCapacity": False, "fsGroupPolicy": "File",
+        "tokenRequests": [{"audience": "", "expirationSeconds": 3600}],
+        "requiresRepublish": False, "seLinuxMount": True,
+        "nodeAllocatableUpdatePeriodSeconds": 60}),
 ]
 
 ROUND_TRIP = [DEPLOYMENT, POD_RUN, NAMESPACE, CONFIGMAP, SECRET, SERVICE, RICH_POD,
@@ -921,7 +989,7 @@ def test_magic_alone_is_an_unknown_empty_kind() -> None:
 
 
 @pytest.mark.parametrize(("api_version", "kind"), [
-    ("storage.k8s.io/v1", "StorageClass"), ("v1", "PersistentVolume"),
+    ("storage.k8s.io/v1", "VolumeAttachment"), ("v1", "ReplicationController"),
     ("apps/v1beta1", "Deployment"), ("v2", "Pod"),
 ])
 def test_unknown_kind(api_version: str, kind: str) -> None:
@@ -1033,7 +1101,7 @@ DISCOVERY: dict[str, Any] = {
     "/apis": {"kind": "APIGroupList", "apiVersion": "v1", "groups": [
         {"name": g, "versions": [{"groupVersion": f"{g}/v1", "version": "v1"}],
          "preferredVersion": {"groupVersion": f"{g}/v1", "version": "v1"}}
-        for g in ("apps", "batch", "policy", "coordination.k8s.io")]},
+        for g in ("apps", "batch", "policy", "coordination.k8s.io", "scheduling.k8s.io")]},
 }
 
 
@@ -1057,6 +1125,8 @@ DISCOVERY.update({
                                   ("poddisruptionbudgets", "PodDisruptionBudget", True)),
     "/apis/coordination.k8s.io/v1": _resources("coordination.k8s.io/v1",
                                                ("leases", "Lease", True)),
+    "/apis/scheduling.k8s.io/v1": _resources("scheduling.k8s.io/v1",
+                                             ("priorityclasses", "PriorityClass", False)),
 })
 
 
@@ -1187,6 +1257,11 @@ KUBECTL_COMMANDS = [
     pytest.param(["create", "poddisruptionbudget", "pdb2", "--selector=app=x",
                   "--max-unavailable=1"], [], id="create-pdb-max-unavailable"),
     pytest.param(["create", "serviceaccount", "sa"], [], id="create-serviceaccount"),
+    pytest.param(["create", "priorityclass", "batch", "--value=1000", "--global-default",
+                  "--preemption-policy=Never", "--description=batch jobs"], [],
+                 id="create-priorityclass"),
+    pytest.param(["create", "priorityclass", "zero", "--value=0"], [],
+                 id="create-priorityclass-zero"),
 ]
 
 
