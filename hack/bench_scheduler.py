@@ -14,6 +14,10 @@ Scenarios use nodes of 4 CPU / 32Gi / 110 pods and pods requesting 100m / 500Mi.
   ``--pod-fragment replace|extend`` annotates every pod with a fragment resource serving the
   packaged default fragment in that mode (filter and score), so the built-in profile and a
   fragment doing the same job can be compared end to end (run with ``--schedule-fragment none``).
+* ``--node-images N`` (algorithm): every node lists N images in ``status.images`` (two names
+  each, as the kubelet reports tag and digest), drawn from 4 N distinct images; on one node in
+  three, one of them is the measured pods' image, so ImageLocality scores through its index
+  rather than finding nothing.
 
 Results are printed as a table and written as JSON (``--json FILE``).
 
@@ -58,10 +62,22 @@ from bench_apiserver import (  # noqa: E402
 )
 
 
-def node_obj(i: int) -> dict[str, Any]:
+POD_IMAGE = "registry.k8s.io/pause:3.10"
+
+
+def node_obj(i: int, images: int = 0) -> dict[str, Any]:
+    status: dict[str, Any] = {"allocatable": {"cpu": "4", "memory": "32Gi", "pods": "110"}}
+    if images:
+        listed = [{"names": [f"registry.example.com/team-{k % 40}/app-{k}:v{k % 7}",
+                             f"registry.example.com/team-{k % 40}/app-{k}@sha256:{k:064x}"],
+                   "sizeBytes": 50_000_000 + 1_000_000 * (k % 700)}
+                  for k in ((i * 7 + j * 13) % (4 * images) for j in range(images))]
+        if i % 3 == 0:
+            listed[0] = {"names": [POD_IMAGE], "sizeBytes": 320_000_000}
+        status["images"] = listed
     return {"metadata": {"name": f"node-{i}", "labels": {
         "kubernetes.io/hostname": f"node-{i}", "topology.kubernetes.io/zone": f"zone-{i % 3}"}},
-            "status": {"allocatable": {"cpu": "4", "memory": "32Gi", "pods": "110"}}}
+            "status": status}
 
 
 FRAGMENT_RESOURCE = "bench-v1.0.0"
@@ -71,7 +87,7 @@ CRD = Path(__file__).resolve().parents[1] / "manifests" / "crd-wsspschedulerconf
 
 def pod_obj(i: int, prefix: str = "pod", node: str = "") -> dict[str, Any]:
     spec: dict[str, Any] = {"schedulerName": "pyscheduler", "containers": [{
-        "name": "c", "image": "registry.k8s.io/pause:3.10",
+        "name": "c", "image": POD_IMAGE,
         "resources": {"requests": {"cpu": "100m", "memory": "500Mi"}}}]}
     if node:
         spec["nodeName"] = node
@@ -85,11 +101,12 @@ def percentiles(values: list[float]) -> dict[str, float]:
             "p99": float(np.percentile(arr, 99))}
 
 
-def bench_algorithm(nodes: int, initial: int, pods: int) -> dict[str, Any]:
+def bench_algorithm(nodes: int, initial: int, pods: int,
+                    node_images: int = 0) -> dict[str, Any]:
     config = parse_config({}, "bench")
     cache = Cache()
     for i in range(nodes):
-        cache.set_node(node_info(node_obj(i)))
+        cache.set_node(node_info(node_obj(i, node_images)))
     for i in range(initial):
         cache.add_pod(pod_info(pod_obj(i, "init", f"node-{i % nodes}")))
     pipeline = Pipeline(build_profile(config), seed=1)
@@ -111,7 +128,8 @@ def bench_algorithm(nodes: int, initial: int, pods: int) -> dict[str, Any]:
     for i in range(min(pods, 2000)):
         pod_info(pod_obj(i, "parse"))
     parse_us = (time.perf_counter() - t) / min(pods, 2000) * 1e6
-    return {"scenario": f"algorithm {nodes} nodes / {initial} initial / {pods} pods",
+    images = f" / {node_images} images per node" if node_images else ""
+    return {"scenario": f"algorithm {nodes} nodes / {initial} initial / {pods} pods{images}",
             "pods_per_second": pods / elapsed, "unschedulable": unschedulable,
             "attempt_ms": {k: v * 1000 for k, v in percentiles(latencies).items()},
             "pod_parse_us": parse_us}
@@ -311,10 +329,12 @@ def main() -> int:
                              "mode")
     parser.add_argument("--schedule-fragment", default="default:v1.0.0",
                         help="the scheduler's scheduleFragment (none: the built-ins alone)")
+    parser.add_argument("--node-images", type=int, default=0,
+                        help="algorithm: images each node lists in status.images")
     args = parser.parse_args()
     results = []
     if args.mode in ("algorithm", "all"):
-        results.append(bench_algorithm(args.nodes, args.initial, args.pods))
+        results.append(bench_algorithm(args.nodes, args.initial, args.pods, args.node_images))
     if args.mode == "e2e":
         results.append(bench_e2e(args))
     if args.mode == "all":

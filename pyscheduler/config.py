@@ -50,7 +50,7 @@ from yaml.constructor import ConstructorError
 
 from pyscheduler.api import names
 from pyscheduler.api.problems import InputError
-from pyscheduler.api.validation import validate_labels
+from pyscheduler.api.validation import is_qualified_name, validate_labels
 from pyscheduler.settings import (
     ASSUMED_POD_TTL_SECONDS,
     BIND_CONCURRENCY,
@@ -61,6 +61,7 @@ from pyscheduler.settings import (
     DEFAULT_SCHEDULER_NAME,
     DEFAULT_SCHEDULE_FRAGMENT,
     DEFAULT_SCORE_WEIGHTS,
+    DefaultSpreadConstraint,
     FILTER_PLUGINS,
     FragmentsConfig,
     LEADER_ELECTION_JITTER,
@@ -70,16 +71,24 @@ from pyscheduler.settings import (
     MAX_CALL_TIMEOUT_MILLISECONDS,
     MAX_RESOURCE_WEIGHT,
     MAX_SCORE_WEIGHT,
+    MAX_SHAPE_SCORE,
+    MAX_SHAPE_UTILIZATION,
     PluginsConfig,
+    PodTopologySpreadConfig,
+    PREEMPTION_ORDERS,
+    PREEMPTION_VICTIMS,
+    PreemptionConfig,
     RebalancerConfig,
     ResourceWeight,
     SCORE_PLUGINS,
     SCORING_STRATEGY_TYPES,
+    SPREAD_DEFAULTING_TYPES,
     SchedulerConfig,
     ScorePlugin,
     ScoringStrategy,
     SecretRef,
     StorageSettings,
+    UtilizationShapePoint,
     VirtualNodesConfig,
     VirtualPool,
     default_identity,
@@ -262,8 +271,16 @@ _TOP_LEVEL_FIELDS: Final = (
     "metricsAddress", "bindConcurrency", "bindTimeoutSeconds", "podInitialBackoffSeconds",
     "podMaxBackoffSeconds", "podMaxInUnschedulablePodsSeconds", "assumedPodTTLSeconds",
     "logLevel", "seed", "scheduleFragment", "fragments", "storage", "virtualNodes",
-    "rebalancer",
+    "rebalancer", "preemption", "podTopologySpread",
 )
+_POD_TOPOLOGY_SPREAD_FIELDS: Final = ("defaultingType", "defaultConstraints")
+_DEFAULT_CONSTRAINT_FIELDS: Final = ("maxSkew", "topologyKey", "whenUnsatisfiable",
+                                     "labelSelector", "matchLabelKeys", "minDomains",
+                                     "nodeAffinityPolicy", "nodeTaintsPolicy")
+_WHEN_UNSATISFIABLE: Final = ("DoNotSchedule", "ScheduleAnyway")
+_NODE_INCLUSION_POLICIES: Final = ("Honor", "Ignore")
+_PREEMPTION_FIELDS: Final = ("enabled", "order", "victims", "minCandidateNodesPercentage",
+                             "minCandidateNodesAbsolute")
 _REBALANCER_FIELDS: Final = ("enabled", "intervalSeconds", "minCloudSeconds",
                              "maxMovesPerCycle", "maxMovesPerNamespace", "readyTimeoutSeconds",
                              "dryRun")
@@ -292,7 +309,10 @@ _SCHEDULE_FRAGMENT: Final = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?:v\d+\.\d
 RUNTIMES: Final = ("wasmtime", "wasmer")
 _PLUGINS_FIELDS: Final = ("filter", "score")
 _SCORE_PLUGIN_FIELDS: Final = ("weight",)
-_SCORING_STRATEGY_FIELDS: Final = ("type", "resources")
+_SCORING_STRATEGY_FIELDS: Final = ("type", "resources", "requestedToCapacityRatio")
+_REQUESTED_TO_CAPACITY_RATIO: Final = "RequestedToCapacityRatio"
+_RATIO_FIELDS: Final = ("shape",)
+_SHAPE_POINT_FIELDS: Final = ("utilization", "score")
 _RESOURCE_FIELDS: Final = ("name", "weight")
 _LEADER_ELECTION_FIELDS: Final = (
     "enabled", "leaseName", "leaseNamespace", "leaseDurationSeconds", "renewDeadlineSeconds",
@@ -462,10 +482,13 @@ class _Parser:
         storage = self.storage(top.get("storage", _MISSING))
         virtual = self.virtual_nodes(top.get("virtualNodes", _MISSING))
         rebalancer = self.rebalancer(top.get("rebalancer", _MISSING))
+        preemption = self.preemption(top.get("preemption", _MISSING))
+        spread = self.pod_topology_spread(top.get("podTopologySpread", _MISSING))
 
         return SchedulerConfig(
             schedule_fragment=fragment, fragments=fragments, storage=storage,
-            virtual_nodes=virtual, rebalancer=rebalancer,
+            virtual_nodes=virtual, rebalancer=rebalancer, preemption=preemption,
+            pod_topology_spread=spread,
             scheduler_name=name, plugins=plugins, scoring_strategy=strategy,
             percentage_of_nodes_to_score=percentage, leader_election=election,
             metrics_address=address, bind_concurrency=concurrency,
@@ -649,6 +672,127 @@ class _Parser:
                                                d.ready_timeout_seconds)[0],
             dry_run=self.boolean(section, "dryRun", path, d.dry_run))
 
+    def preemption(self, value: object) -> PreemptionConfig:
+        path = "preemption"
+        section = {} if value is _MISSING else self.mapping(value, path, _PREEMPTION_FIELDS)
+        d = PreemptionConfig()
+        percentage = self.integer(section, "minCandidateNodesPercentage", path,
+                                  d.min_candidate_nodes_percentage, 0, 100)
+        absolute = self.integer(section, "minCandidateNodesAbsolute", path,
+                                d.min_candidate_nodes_absolute, 0, 1_000_000)
+        if percentage == 0 and absolute == 0:
+            # kube's ValidateDefaultPreemptionArgs: a dry run must look for some candidate.
+            self.fail(_join(path, "minCandidateNodesAbsolute"),
+                      "cannot be zero at the same time as minCandidateNodesPercentage")
+        return PreemptionConfig(
+            enabled=self.boolean(section, "enabled", path, d.enabled),
+            order=self.choice(section, "order", path, d.order, PREEMPTION_ORDERS),
+            victims=self.choice(section, "victims", path, d.victims, PREEMPTION_VICTIMS),
+            min_candidate_nodes_percentage=percentage, min_candidate_nodes_absolute=absolute)
+
+    def pod_topology_spread(self, value: object) -> PodTopologySpreadConfig:
+        """kube's PodTopologySpreadArgs, with the rules of ``ValidatePodTopologySpreadArgs``."""
+        path = "podTopologySpread"
+        section = {} if value is _MISSING else self.mapping(value, path,
+                                                             _POD_TOPOLOGY_SPREAD_FIELDS)
+        # kube's v1 defaulting: System when unset, even with defaultConstraints given.
+        kind = self.choice(section, "defaultingType", path, "System", SPREAD_DEFAULTING_TYPES)
+        list_path = _join(path, "defaultConstraints")
+        given = section.get("defaultConstraints")
+        if given is None:
+            given = []
+        elif not isinstance(given, list):
+            self.fail(list_path, f"must be a list of topology spread constraints, "
+                                 f"got {render_value(given)}")
+            given = []
+        if kind == "System" and given:
+            self.fail(_join(path, "defaultingType"),
+                      'Invalid value: "System": when .defaultConstraints are not empty '
+                      "(use List to give your own)")
+        constraints: list[DefaultSpreadConstraint] = []
+        seen: dict[tuple[str, str], int] = {}
+        for index, item in enumerate(given):
+            where = f"{list_path}[{index}]"
+            parsed = self.default_constraint(item, where)
+            key, when = (item.get("topologyKey"), item.get("whenUnsatisfiable")) \
+                if isinstance(item, Mapping) else (None, None)
+            if isinstance(key, str) and isinstance(when, str) and key and when:
+                pair = (key, when)
+                if pair in seen:
+                    # kube's validateConstraintNotRepeat.
+                    self.fail(where, f"Duplicate value: {{{pair[0]}, {pair[1]}}} (the same "
+                                     f"topologyKey and whenUnsatisfiable as "
+                                     f"defaultConstraints[{seen[pair]}])")
+                    continue
+                seen[pair] = index
+            if parsed is not None:
+                constraints.append(parsed)
+        return PodTopologySpreadConfig(defaulting_type=kind,
+                                       default_constraints=tuple(constraints))
+
+    def default_constraint(self, value: object, where: str) -> DefaultSpreadConstraint | None:
+        """One of ``podTopologySpread.defaultConstraints``; None when it is invalid."""
+        entry = self.mapping(value, where, _DEFAULT_CONSTRAINT_FIELDS)
+        if not isinstance(value, Mapping):
+            return None
+        before = len(self.errors)
+        skew = entry.get("maxSkew", _MISSING)
+        if skew is _MISSING:
+            self.fail(_join(where, "maxSkew"), "is required")
+        elif not (is_int(skew) and skew > 0):
+            self.fail(_join(where, "maxSkew"),
+                      f"not in valid range (0, inf), got {render_value(skew)}")
+        key = entry.get("topologyKey", "")
+        if not isinstance(key, str):
+            self.fail(_join(where, "topologyKey"), f"must be a label name, "
+                                                   f"got {render_value(key)}")
+        elif not key:
+            self.fail(_join(where, "topologyKey"), "is required: can not be empty")
+        else:
+            for problem in is_qualified_name(key):
+                self.fail(_join(where, "topologyKey"), f"{problem}, got {render_value(key)}")
+        when = entry.get("whenUnsatisfiable", "")
+        if when in ("", None):
+            self.fail(_join(where, "whenUnsatisfiable"), "is required: can not be empty")
+        else:
+            when = self.choice(entry, "whenUnsatisfiable", where, "", _WHEN_UNSATISFIABLE)
+        if "labelSelector" in entry:
+            self.fail(_join(where, "labelSelector"),
+                      "Forbidden: constraint must not define a selector, as they deduced for "
+                      "each pod (from the Services, ReplicationControllers, ReplicaSets and "
+                      "StatefulSets that select it)")
+        if "matchLabelKeys" in entry:
+            # kube accepts the field but then replaces the selector it narrows: it does nothing.
+            self.fail(_join(where, "matchLabelKeys"),
+                      "has no effect in a default constraint (its selector is deduced for each "
+                      "pod); remove it")
+        min_domains = entry.get("minDomains")
+        if min_domains is not None:
+            if not (is_int(min_domains) and min_domains > 0):
+                self.fail(_join(where, "minDomains"), f"must be greater than 0, "
+                                                      f"got {render_value(min_domains)}")
+            elif when == "ScheduleAnyway":
+                # The Pod API's rule (validateMinDomains): minDomains only means something to
+                # the filter.
+                self.fail(_join(where, "minDomains"),
+                          "can only use minDomains if whenUnsatisfiable=DoNotSchedule, "
+                          f"not {when}")
+        affinity = entry.get("nodeAffinityPolicy")
+        if affinity is not None:
+            affinity = self.choice(entry, "nodeAffinityPolicy", where, "",
+                                   _NODE_INCLUSION_POLICIES)
+        taints = entry.get("nodeTaintsPolicy")
+        if taints is not None:
+            taints = self.choice(entry, "nodeTaintsPolicy", where, "", _NODE_INCLUSION_POLICIES)
+        if len(self.errors) != before:
+            return None
+        assert is_int(skew) and isinstance(key, str) and isinstance(when, str)
+        return DefaultSpreadConstraint(
+            max_skew=skew, topology_key=key, when_unsatisfiable=when,
+            min_domains=min_domains if is_int(min_domains) else None,
+            node_affinity_policy=affinity if isinstance(affinity, str) else None,
+            node_taints_policy=taints if isinstance(taints, str) else None)
+
     def plugins(self, value: object) -> PluginsConfig:
         if value is _MISSING:
             return PluginsConfig()
@@ -711,7 +855,60 @@ class _Parser:
         resources = ScoringStrategy().resources
         if "resources" in section:
             resources = self.resources(section["resources"], _join(path, "resources"))
-        return ScoringStrategy(type=kind, resources=resources)
+        shape: tuple[UtilizationShapePoint, ...] = ()
+        ratio_path = _join(path, "requestedToCapacityRatio")
+        ratio = section.get("requestedToCapacityRatio")
+        if ratio is not None and kind != _REQUESTED_TO_CAPACITY_RATIO:
+            self.fail(ratio_path, f"is only used with type {_REQUESTED_TO_CAPACITY_RATIO}; "
+                                  f"type is {kind}")
+        elif ratio is not None:
+            fields = self.mapping(ratio, ratio_path, _RATIO_FIELDS)
+            if isinstance(ratio, Mapping):
+                shape = self.shape(fields.get("shape", _MISSING), _join(ratio_path, "shape"))
+        elif kind == _REQUESTED_TO_CAPACITY_RATIO:
+            self.fail(ratio_path, f"is required when type is {_REQUESTED_TO_CAPACITY_RATIO} "
+                                  "(e.g. {shape: [{utilization: 0, score: 0}, "
+                                  "{utilization: 100, score: 10}]})")
+        return ScoringStrategy(type=kind, resources=resources, shape=shape)
+
+    def shape(self, value: object, path: str) -> tuple[UtilizationShapePoint, ...]:
+        """RequestedToCapacityRatio's points, with kube's ``validateFunctionShape`` rules."""
+        if value is _MISSING:
+            self.fail(path, "is required: at least one point must be specified")
+            return ()
+        if not isinstance(value, list) or not value:
+            self.fail(path, f"must be a non-empty list of {{utilization, score}} points "
+                            f"(at least one point must be specified), got {render_value(value)}")
+            return ()
+        points: list[UtilizationShapePoint] = []
+        ok = True
+        previous: int | None = None
+        for index, item in enumerate(value):
+            where = f"{path}[{index}]"
+            entry = self.mapping(item, where, _SHAPE_POINT_FIELDS)
+            if not isinstance(item, Mapping):
+                ok = False
+                continue
+            numbers: list[int] = []
+            for key, top in (("utilization", MAX_SHAPE_UTILIZATION), ("score", MAX_SHAPE_SCORE)):
+                if key not in entry:
+                    self.fail(_join(where, key), "is required")
+                    continue
+                before = len(self.errors)
+                number = self.integer(entry, key, where, -1, 0, top)
+                if len(self.errors) == before:
+                    numbers.append(number)
+            if len(numbers) != 2:
+                ok = False
+                continue
+            if previous is not None and numbers[0] <= previous:
+                self.fail(_join(where, "utilization"),
+                          f"utilization values must be sorted in increasing order: must be "
+                          f"greater than {previous}, got {numbers[0]}")
+                ok = False
+            previous = numbers[0]
+            points.append(UtilizationShapePoint(numbers[0], numbers[1]))
+        return tuple(points) if ok else ()
 
     def resources(self, value: object, path: str) -> tuple[ResourceWeight, ...]:
         if not isinstance(value, list) or not value:
@@ -796,6 +993,19 @@ def _number(value: float) -> int | float:
     return int(value) if float(value).is_integer() else value
 
 
+def _default_constraint(c: DefaultSpreadConstraint) -> dict[str, Any]:
+    """A default spread constraint as written in the document (unset fields left out)."""
+    out: dict[str, Any] = {"maxSkew": c.max_skew, "topologyKey": c.topology_key,
+                           "whenUnsatisfiable": c.when_unsatisfiable}
+    if c.min_domains is not None:
+        out["minDomains"] = c.min_domains
+    if c.node_affinity_policy is not None:
+        out["nodeAffinityPolicy"] = c.node_affinity_policy
+    if c.node_taints_policy is not None:
+        out["nodeTaintsPolicy"] = c.node_taints_policy
+    return out
+
+
 def dump_config(config: SchedulerConfig, *, include_identity: bool = False) -> dict[str, Any]:
     """The configuration as a camelCase document that :func:`parse_config` reads back.
 
@@ -815,6 +1025,10 @@ def dump_config(config: SchedulerConfig, *, include_identity: bool = False) -> d
             "type": config.scoring_strategy.type,
             "resources": [{"name": resource.name, "weight": resource.weight}
                           for resource in config.scoring_strategy.resources],
+            "requestedToCapacityRatio": {"shape": [
+                {"utilization": point.utilization, "score": point.score}
+                for point in config.scoring_strategy.shape]}
+            if config.scoring_strategy.shape else None,
         },
         "percentageOfNodesToScore": config.percentage_of_nodes_to_score,
         "leaderElection": {
@@ -885,6 +1099,18 @@ def dump_config(config: SchedulerConfig, *, include_identity: bool = False) -> d
             "maxMovesPerNamespace": config.rebalancer.max_moves_per_namespace,
             "readyTimeoutSeconds": _number(config.rebalancer.ready_timeout_seconds),
             "dryRun": config.rebalancer.dry_run,
+        },
+        "preemption": {
+            "enabled": config.preemption.enabled,
+            "order": config.preemption.order,
+            "victims": config.preemption.victims,
+            "minCandidateNodesPercentage": config.preemption.min_candidate_nodes_percentage,
+            "minCandidateNodesAbsolute": config.preemption.min_candidate_nodes_absolute,
+        },
+        "podTopologySpread": {
+            "defaultingType": config.pod_topology_spread.defaulting_type,
+            "defaultConstraints": [_default_constraint(c) for c in
+                                   config.pod_topology_spread.default_constraints],
         },
     }
     if include_identity:

@@ -63,7 +63,7 @@ from pyscheduler.framework.pipeline import (
     StageUnavailable,
     explain,
 )
-from pyscheduler.framework.pod import PodInfo, PodSpecError, pod_info
+from pyscheduler.framework.pod import PodInfo, PodSpecError, nominated_node, pod_info
 from pyscheduler.framework.queue import QueuedPod, SchedulingQueue
 from pyscheduler.kube.client import KubeClient, api_path
 from pyscheduler.kube.errors import (
@@ -75,7 +75,11 @@ from pyscheduler.kube.errors import (
 from pyscheduler.kube.events import EventRecorder
 from pyscheduler.kube.informer import Informer
 from pyscheduler.metrics import AttemptResult, SchedulerMetrics
+from pyscheduler.plugins.default_preemption import PreemptionResult
 from pyscheduler.plugins.registry import build_profiles
+from pyscheduler.preemptor import Preemptor
+from pyscheduler.spread_defaults import SpreadDefaults
+from pyscheduler.volume_binder import VolumeBinder
 
 __all__ = ["PlacementObserver", "Scheduler"]
 
@@ -183,7 +187,20 @@ class Scheduler:
                                     on_add=self._namespace_set,
                                     on_update=lambda old, new: self._namespace_set(new),
                                     on_delete=self._namespace_deleted)
-        self.informers = (self._nodes, self._namespaces, self._pods)
+        # kube's DefaultPreemption post-filter, and the nominations it leaves (None: disabled).
+        self.preemptor = Preemptor(client, config, self.recorder, metrics=metrics) \
+            if config.preemption.enabled else None
+        self.informers: tuple[Informer, ...] = (self._nodes, self._namespaces, self._pods)
+        if self.preemptor is not None:
+            self.informers += (self.preemptor.informer,)
+        # Claims, volumes, classes and CSI nodes for the volume plugins; claims bound first.
+        self.volume_binder = VolumeBinder(
+            client, self.cache.table,
+            on_change=lambda event: self.queue.move_all_to_active(event))
+        self.informers += self.volume_binder.informers
+        # kube's default topology spread constraints, for pods that declare none.
+        self.spread_defaults = SpreadDefaults.for_scheduler(client, config)
+        self.informers += self.spread_defaults.informers
         self.scheduled = 0
         self.failed = 0
         self._exported: dict[tuple[str, str], int] = {}
@@ -225,6 +242,9 @@ class Scheduler:
         uid = str(meta.get("uid") or "")
         phase = (obj.get("status") or {}).get("phase")
         node = spec.get("nodeName")
+        if self.preemptor is not None and (node or meta.get("deletionTimestamp")
+                                           or phase in ("Succeeded", "Failed")):
+            self.preemptor.forget(uid)
         if node:
             if self.observer is not None and self._is_virtual(node):
                 self.observer.pod_seen(obj)
@@ -256,6 +276,8 @@ class Scheduler:
         self.bad_pods.pop(uid, None)
         if self.cache.is_assumed(uid):
             return  # our binding is in flight; the bound version will follow
+        if self.preemptor is not None:
+            self.preemptor.pod_pending(pod)
         self.queue.add(pod)
 
     def _pod_updated(self, old: Obj, new: Obj) -> None:
@@ -276,6 +298,9 @@ class Scheduler:
             self.observer.pod_gone(uid)
         self.queue.delete(uid)
         self.bad_pods.pop(uid, None)
+        self.volume_binder.forget(uid)
+        if self.preemptor is not None:
+            self.preemptor.forget(uid)
         if self.cache.remove_pod(uid) is not None:
             self.queue.move_all_to_active("AssignedPodDelete")
             if self.observer is not None:
@@ -335,6 +360,8 @@ class Scheduler:
             task.cancel()
         for informer in self.informers:
             await informer.stop()
+        if self.preemptor is not None:
+            await self.preemptor.stop()
         await self.recorder.stop()
 
     def begin(self) -> None:
@@ -430,7 +457,9 @@ class Scheduler:
         (:meth:`_resolve`). Raises what selecting or evaluating the pod's logic raises."""
         selection = self.select(pod) if self.select is not None else NO_SELECTION
         active = selection.active
-        ctx = CycleContext.for_pod(pod, self.cache.table, self._namespaces_matching)
+        # The attempt sees the pod with its default spread constraints (the queue's is kept).
+        ctx = CycleContext.for_pod(self.spread_defaults.view(pod), self.cache.table,
+                                   self._namespaces_matching)
         if active is None or active.evaluate is None:
             return selection, ctx, active, True
         resolved = self._resolve_now(ctx, active)
@@ -449,6 +478,7 @@ class Scheduler:
         the table as it is when the answers came (what the rest of the attempt must see)."""
         assert override.evaluate is not None
         table = self.cache.table
+        pod = self.spread_defaults.view(pod)
         ctx = CycleContext.for_pod(pod, table, self._namespaces_matching)
         resolved = await override.evaluate(ctx, self._base(ctx, override))
         return CycleContext.for_pod(pod, table, self._namespaces_matching), resolved
@@ -473,9 +503,22 @@ class Scheduler:
 
     def _decide(self, entry: QueuedPod, ctx: CycleContext, selection: Selection,
                 active: StageOverride | None, steer: str | None, start: float) -> None:
-        """Run the pipeline for ``entry``'s pod — over the real nodes, then, if none fits, over
-        the cloud pools' virtual nodes — and act on the result: assume and bind, or report the
-        pod unschedulable. Raises only for faults (the caller reports them)."""
+        """Run the pipeline for ``entry``'s pod — over the real nodes, then, if none fits,
+        preemption and the cloud pools' virtual nodes in the configured order — and act on
+        the result: assume and bind, nominate and evict, or report the pod unschedulable.
+        Pods nominated by an earlier preemption count where they were nominated meanwhile.
+        Raises only for faults (the caller reports them)."""
+        pod = entry.pod
+        if self.preemptor is None:
+            self._decide_now(entry, ctx, selection, active, steer, start)
+            return
+        if steer is None:
+            steer = self.preemptor.nominated(pod.uid)  # kube tries the nominated node first
+        with self.preemptor.counting_nominees(ctx.table, pod):
+            self._decide_now(entry, ctx, selection, active, steer, start)
+
+    def _decide_now(self, entry: QueuedPod, ctx: CycleContext, selection: Selection,
+                    active: StageOverride | None, steer: str | None, start: float) -> None:
         pod = entry.pod
         wants_explain = pod.annotations.get(EXPLAIN_ANNOTATION) == "true"
         sample = self.metrics is not None and self.metrics.should_record_plugin_metrics()
@@ -492,16 +535,28 @@ class Scheduler:
         names = self.cache.table.names
         decision = explain(result, names) if wants_explain else None
         message = ""
+        preemption: PreemptionResult | None = None
         if result.node is None:
-            burst = self._burst_pass(ctx, active, wants_explain)
+            # Preemption before the pools (the default order) when it may find victims at
+            # all; otherwise it runs, to say why not, only if no pool takes the pod either.
+            if self.preemptor is not None and self.preemptor.may_find_victims(pod, ctx.table) \
+                    and self.config.preemption.order == "PreemptThenBurst":
+                result = self._diagnosed(result, ctx, active, sample)
+                preemption = self._preempt(ctx, active, result, selection.active)
+            burst = None
+            if preemption is None or preemption.candidate is None:
+                burst = self._burst_pass(ctx, active, wants_explain)
             if burst is not None and decision is not None:
                 decision = {**explain(burst, names), "pass": "burst", "realNodes": decision}
             if burst is not None and burst.node is not None:
                 result = burst
             else:
-                if not result.diagnosed:
-                    result = self.pipeline.schedule(ctx, active, sample=sample)
+                result = self._diagnosed(result, ctx, active, sample)
+                if preemption is None:
+                    preemption = self._preempt(ctx, active, result, selection.active)
                 message = result.filtered.diagnose().message()
+                if preemption is not None and preemption.message:
+                    message = f"{message} preemption: {preemption.message}."
                 if burst is not None:
                     burst_message = burst.filtered.diagnose().message().replace(
                         "nodes are available", "cloud pools are available", 1)
@@ -511,10 +566,58 @@ class Scheduler:
             self._observe("unschedulable", start)
             self.queue.requeue_unschedulable(pod.uid)
             self._spawn(self._set_unschedulable(pod, message, "Unschedulable", decision))
+            if preemption is not None and self.preemptor is not None:
+                if preemption.candidate is not None:
+                    self.preemptor.spawn(self.preemptor.carry_out(pod, preemption.candidate))
+                elif preemption.clear_nomination and nominated_node(pod):
+                    self.preemptor.spawn(self.preemptor.clear(pod))
             return
+        problem = self.volume_binder.assume(ctx, result.slot)
+        if problem is not None:
+            # The claims changed between the filters and now: try again shortly.
+            self.failed += 1
+            self._observe("unschedulable", start)
+            self.queue.requeue_backoff(pod.uid)
+            self._spawn(self._set_unschedulable(pod, problem, "Unschedulable", decision))
+            return
+        if self.preemptor is not None:
+            self.preemptor.forget(pod.uid)
         self.cache.assume(pod, result.node)
         self._observe("scheduled", start)
         self._spawn(self._bind(entry, result.node, decision))
+
+    def _diagnosed(self, result: ScheduleResult, ctx: CycleContext,
+                   active: StageOverride | None, sample: bool) -> ScheduleResult:
+        """``result`` with the filters' reasons worked out (a second run when the fast path
+        found no node and did not say why)."""
+        if result.diagnosed:
+            return result
+        return self.pipeline.schedule(ctx, active, sample=sample)
+
+    def _preempt(self, ctx: CycleContext, active: StageOverride | None,
+                 result: ScheduleResult,
+                 logic: StageOverride | None) -> PreemptionResult | None:
+        """The post-filter for a pod no real node fits; None when preemption is disabled.
+        ``logic`` is the pod's stage logic before it was evaluated (``active`` is its
+        answers): a filter stage of its own is asked again about the node preemption chooses,
+        with the victims gone — on the loop, or not at all if it cannot answer there."""
+        if self.preemptor is None:
+            return None
+        pod, table, namespaces = ctx.pod, ctx.table, ctx.namespaces
+
+        def verify(slot: int) -> bool:
+            if logic is None:
+                return True
+            fresh = CycleContext.for_pod(pod, table, namespaces)
+            resolved: StageOverride | None = logic
+            if logic.evaluate is not None:
+                resolved = self._resolve_now(fresh, logic)
+            if resolved is None or resolved.filter is None:
+                return resolved is not None
+            answer = resolved.filter(fresh)
+            return answer is None or answer.passed is None or bool(answer.passed[slot])
+
+        return self.preemptor.preempt(ctx, result.filtered, self.pipeline, active, verify)
 
     def _burst_pass(self, ctx: CycleContext, active: StageOverride | None,
                     wants_explain: bool) -> ScheduleResult | None:
@@ -569,7 +672,10 @@ class Scheduler:
         if not ready:
             assert selection.active is not None
             ctx, active = await self._resolve(pod, selection.active)
-        return self.pipeline.schedule(ctx, active).node
+        if self.preemptor is None:
+            return self.pipeline.schedule(ctx, active).node
+        with self.preemptor.counting_nominees(ctx.table, pod):
+            return self.pipeline.schedule(ctx, active).node
 
     def _attempt_failed(self, entry: QueuedPod, exc: Exception, start: float) -> None:
         """An attempt that ended in an exception: the pod's problem, never the loop's."""
@@ -603,7 +709,8 @@ class Scheduler:
         the active logic: a different feasible set, or a chosen node the shadow does not rank
         best. A shadow that runs off the loop answers later; both decisions are then taken
         again on the table of that moment, so that they compare like with like."""
-        ctx = CycleContext.for_pod(pod, self.cache.table, self._namespaces_matching)
+        ctx = CycleContext.for_pod(self.spread_defaults.view(pod), self.cache.table,
+                                   self._namespaces_matching)
         if shadow.evaluate is not None:
             try:
                 resolved = self._resolve_now(ctx, shadow)
@@ -630,7 +737,8 @@ class Scheduler:
             ctx, resolved = await self._resolve(pod, shadow)
             table = self.cache.table
             result = self.pipeline.schedule(
-                CycleContext.for_pod(pod, table, self._namespaces_matching), active)
+                CycleContext.for_pod(self.spread_defaults.view(pod), table,
+                                     self._namespaces_matching), active)
             other = self.pipeline.schedule(ctx, resolved)
         except asyncio.CancelledError:
             raise
@@ -699,8 +807,15 @@ class Scheduler:
         outcome: BindOutcome | None = None
         if pool is not None:
             outcome = await self._pre_bind_virtual(pod)
+        else:
+            problem = await self.volume_binder.bind(pod, node)
+            if problem is not None:
+                log.warning("could not bind the pod's volumes", pod=pod.key, node=node,
+                            problem=problem)
+                outcome = BindOutcome.RETRY
         if outcome is None:
             outcome = await self._guarded_binding(pod, node)
+        self.volume_binder.forget(pod.uid)
         if outcome is BindOutcome.BOUND:
             self.cache.finish_binding(pod.uid)
             note = f"Successfully assigned {pod.key} to {node}"

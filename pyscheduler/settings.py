@@ -26,25 +26,35 @@ __all__ = [
     "DEFAULT_SCHEDULER_NAME",
     "DEFAULT_SCHEDULE_FRAGMENT",
     "DEFAULT_SCORE_WEIGHTS",
+    "DefaultSpreadConstraint",
     "FILTER_PLUGINS",
     "FragmentsConfig",
     "LEADER_ELECTION_JITTER",
     "LOG_LEVELS",
     "LeaderElectionConfig",
     "MAX_BIND_CONCURRENCY",
+    "PodTopologySpreadConfig",
+    "PREEMPTION_ORDERS",
+    "PREEMPTION_VICTIMS",
+    "PreemptionConfig",
     "MAX_CALL_TIMEOUT_MILLISECONDS",
     "MAX_RESOURCE_WEIGHT",
     "MAX_SCORE_WEIGHT",
+    "MAX_SHAPE_SCORE",
+    "MAX_SHAPE_UTILIZATION",
     "PluginsConfig",
     "RebalancerConfig",
     "ResourceWeight",
     "SCORE_PLUGINS",
+    "SPREAD_DEFAULTING_TYPES",
+    "SYSTEM_DEFAULT_SPREAD_CONSTRAINTS",
     "SCORING_STRATEGY_TYPES",
     "SchedulerConfig",
     "ScorePlugin",
     "ScoringStrategy",
     "SecretRef",
     "StorageSettings",
+    "UtilizationShapePoint",
     "VirtualNodesConfig",
     "VirtualPool",
     "default_identity",
@@ -72,6 +82,10 @@ FILTER_PLUGINS: Final[tuple[str, ...]] = (
     "NodeAffinity",
     "NodePorts",
     "NodeResourcesFit",
+    "VolumeRestrictions",
+    "NodeVolumeLimits",
+    "VolumeBinding",
+    "VolumeZone",
     "PodTopologySpread",
     "InterPodAffinity",
 )
@@ -86,12 +100,19 @@ DEFAULT_SCORE_WEIGHTS: Final[Mapping[str, int]] = {
     "PodTopologySpread": 2,
     "InterPodAffinity": 2,
     "NodeResourcesBalancedAllocation": 1,
+    "ImageLocality": 1,
 }
 SCORE_PLUGINS: Final[tuple[str, ...]] = tuple(DEFAULT_SCORE_WEIGHTS)
 
-#: ``LeastAllocated`` and ``MostAllocated`` are kube's NodeResourcesFit strategies;
-#: ``MostFreeMemory`` is the burst design's rule (among fitting nodes, the most free memory wins).
-SCORING_STRATEGY_TYPES: Final[tuple[str, ...]] = ("LeastAllocated", "MostAllocated", "MostFreeMemory")
+#: ``LeastAllocated``, ``MostAllocated`` and ``RequestedToCapacityRatio`` are kube's
+#: NodeResourcesFit strategies; ``MostFreeMemory`` is the burst design's rule (among fitting
+#: nodes, the most free memory wins).
+SCORING_STRATEGY_TYPES: Final[tuple[str, ...]] = (
+    "LeastAllocated", "MostAllocated", "RequestedToCapacityRatio", "MostFreeMemory")
+#: RequestedToCapacityRatio's shape: utilization in percent, score 0..10 (kube's
+#: ``MaxCustomPriorityScore``; scores are multiplied by 10 to the 0..100 node score range).
+MAX_SHAPE_UTILIZATION: Final = 100
+MAX_SHAPE_SCORE: Final = 10
 LOG_LEVELS: Final[tuple[str, ...]] = ("debug", "info", "warning", "error")
 
 MAX_SCORE_WEIGHT: Final = 100
@@ -151,11 +172,22 @@ class ResourceWeight:
 
 
 @dataclass(frozen=True, slots=True)
+class UtilizationShapePoint:
+    """A point of RequestedToCapacityRatio's scoring function: a resource used to
+    ``utilization`` percent (0–100) scores ``score`` (0–10)."""
+
+    utilization: int
+    score: int
+
+
+@dataclass(frozen=True, slots=True)
 class ScoringStrategy:
-    """How NodeResourcesFit scores a node (kube's ``scoringStrategy``)."""
+    """How NodeResourcesFit scores a node (kube's ``scoringStrategy``). ``shape`` is
+    ``requestedToCapacityRatio.shape``: set exactly when ``type`` is RequestedToCapacityRatio."""
 
     type: str = "LeastAllocated"
     resources: tuple[ResourceWeight, ...] = (ResourceWeight("cpu", 1), ResourceWeight("memory", 1))
+    shape: tuple[UtilizationShapePoint, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -260,6 +292,72 @@ class RebalancerConfig:
     dry_run: bool = False
 
 
+PREEMPTION_ORDERS: Final = ("PreemptThenBurst", "BurstThenPreempt")
+PREEMPTION_VICTIMS: Final = ("OwnPods", "AllPods")
+
+
+@dataclass(frozen=True, slots=True)
+class PreemptionConfig:
+    """kube's DefaultPreemption post-filter: what a pod that fits no node may evict.
+
+    ``order`` says what a pod that fits no real node tries first when cloud pools are
+    configured: evicting lower-priority pods from a real node (kube's behaviour), or a cloud
+    pool. ``victims`` limits the pods that may be evicted to this scheduler's own (the default:
+    pyscheduler touches only its own pods) or lets it evict any lower-priority pod as
+    kube-scheduler does. Pods on virtual nodes are never victims.
+    """
+
+    enabled: bool = True
+    order: str = "PreemptThenBurst"
+    victims: str = "OwnPods"
+    #: kube's DefaultPreemptionArgs: how many candidate nodes a dry run looks for.
+    min_candidate_nodes_percentage: int = 10
+    min_candidate_nodes_absolute: int = 100
+
+
+SPREAD_DEFAULTING_TYPES: Final = ("System", "List")
+
+
+@dataclass(frozen=True, slots=True)
+class DefaultSpreadConstraint:
+    """One of PodTopologySpread's ``defaultConstraints``: a topology spread constraint without
+    a label selector (each pod's is deduced from the Services, ReplicationControllers,
+    ReplicaSets and StatefulSets that select it). ``None`` policies mean the API's defaults
+    (``nodeAffinityPolicy: Honor``, ``nodeTaintsPolicy: Ignore``)."""
+
+    max_skew: int
+    topology_key: str
+    when_unsatisfiable: str  # DoNotSchedule, ScheduleAnyway
+    min_domains: int | None = None
+    node_affinity_policy: str | None = None
+    node_taints_policy: str | None = None
+
+
+#: kube-scheduler's ``systemDefaultConstraints`` (podtopologyspread/plugin.go).
+SYSTEM_DEFAULT_SPREAD_CONSTRAINTS: Final = (
+    DefaultSpreadConstraint(3, "kubernetes.io/hostname", "ScheduleAnyway"),
+    DefaultSpreadConstraint(5, "topology.kubernetes.io/zone", "ScheduleAnyway"),
+)
+
+
+@dataclass(frozen=True, slots=True)
+class PodTopologySpreadConfig:
+    """kube's PodTopologySpreadArgs: the constraints a pod without its own
+    ``topologySpreadConstraints`` gets. ``System`` (kube's default) gives
+    :data:`SYSTEM_DEFAULT_SPREAD_CONSTRAINTS` and scores nodes lacking a topology key instead of
+    ignoring them; ``List`` gives ``default_constraints`` (none: no defaulting)."""
+
+    defaulting_type: str = "System"
+    default_constraints: tuple[DefaultSpreadConstraint, ...] = ()
+
+    @property
+    def constraints(self) -> tuple[DefaultSpreadConstraint, ...]:
+        """The default constraints in effect."""
+        if self.defaulting_type == "System":
+            return SYSTEM_DEFAULT_SPREAD_CONSTRAINTS
+        return self.default_constraints
+
+
 @dataclass(frozen=True, slots=True)
 class SchedulerConfig:
     """The whole scheduler configuration. Build it with :func:`load_config` or :func:`parse_config`."""
@@ -286,6 +384,8 @@ class SchedulerConfig:
     storage: StorageSettings = field(default_factory=StorageSettings)
     virtual_nodes: VirtualNodesConfig = field(default_factory=VirtualNodesConfig)
     rebalancer: RebalancerConfig = field(default_factory=RebalancerConfig)
+    preemption: PreemptionConfig = field(default_factory=PreemptionConfig)
+    pod_topology_spread: PodTopologySpreadConfig = field(default_factory=PodTopologySpreadConfig)
 
     @property
     def metrics_host(self) -> str:

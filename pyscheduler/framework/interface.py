@@ -53,6 +53,9 @@ class Reason:
     message: str
     failed: BoolArray
     unresolvable: bool = False
+    #: The pod is rejected before any node is looked at (kube's PreFilter returning
+    #: Unschedulable): the message is the whole diagnosis, not a count of nodes.
+    prefilter: bool = False
 
 
 @dataclass(slots=True)

@@ -17,6 +17,12 @@ hole, ``valid[slot] == False``, which the next new node reuses):
 * Pods per row, and *match counters*: for a label selector over some namespaces, the number of
   matching pods on each row, kept up to date incrementally once someone asked for it (topology
   spread and inter-pod affinity ask the same questions for every pod of a workload).
+* Container images (``status.images``, for ImageLocality): image names are interned to small
+  ids; each row keeps the ids of the names its node lists (``array('i')``, 4 bytes a name), and
+  each id the rows listing it and the image's size, so "which nodes have image X, and how many"
+  costs one dict lookup. As kube-scheduler's cache (``addNodeImageStates``), a name's size is
+  the one reported by the first node that listed it, kept while any node lists it; ids of names
+  no node lists any more are reused.
 
 Every change bumps :attr:`generation`; ``row_generation[slot]`` records the generation at which a
 row last changed, so consumers can copy only changed rows. ``occupant[slot]`` changes only when a
@@ -30,7 +36,9 @@ score computed over the columns can overflow int64, whatever the cluster holds.
 
 from __future__ import annotations
 
+import array
 import collections
+import sys
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -50,6 +58,7 @@ from pyscheduler.api.names import (
 )
 from pyscheduler.api.quantity import QuantityError, milli_value, parse_quantity, value
 from pyscheduler.framework.pod import MAX_QUANTITY, PodInfo, has_affinity_terms
+from pyscheduler.framework.volumes import VolumeCatalog
 
 __all__ = [
     "CPU",
@@ -60,6 +69,7 @@ __all__ = [
     "BoolArray",
     "IntArray",
     "LabelColumn",
+    "NodeImages",
     "NodeInfo",
     "NodeTable",
     "RowView",
@@ -84,6 +94,55 @@ class Taint:
 
 
 @dataclass(frozen=True, slots=True)
+class NodeImages:
+    """A node's ``status.images`` as the scheduler keeps it: each distinct image name (tag and
+    digest forms alike, interned), in the node's order, with the size in bytes of the image it
+    names (the first image listing it, as kube's cache takes it).
+
+    Sizes are packed int64 (8 bytes a name instead of a Python int each): a node lists up to
+    50 images (the kubelet's ``nodeStatusMaxImages``) of one to a few names, times thousands of
+    nodes."""
+
+    names: tuple[str, ...] = ()
+    sizes: bytes = b""
+
+    def __iter__(self) -> Iterator[tuple[str, int]]:
+        return zip(self.names, memoryview(self.sizes).cast("q"), strict=True)
+
+    def __len__(self) -> int:
+        return len(self.names)
+
+
+_NO_IMAGES = NodeImages()
+
+
+def _node_images(raw: Any) -> NodeImages:
+    """``status.images``, forgiving: entries without names are skipped, a size that is not a
+    non-negative integer counts as 0 and one above :data:`MAX_QUANTITY` as that much."""
+    if not isinstance(raw, list) or not raw:
+        return _NO_IMAGES
+    sizes: dict[str, int] = {}  # name -> size of the first image listing it, in order
+    intern = sys.intern
+    for image in raw:
+        if not isinstance(image, Mapping):
+            continue
+        names = image.get("names")
+        if not isinstance(names, list):
+            continue
+        size = image.get("sizeBytes")
+        if type(size) is not int or size < 0:
+            size = 0
+        elif size > MAX_QUANTITY:
+            size = MAX_QUANTITY
+        for name in names:
+            if type(name) is str and name not in sizes:
+                sizes[intern(name)] = size
+    if not sizes:
+        return _NO_IMAGES
+    return NodeImages(tuple(sizes), array.array("q", sizes.values()).tobytes())
+
+
+@dataclass(frozen=True, slots=True)
 class NodeInfo:
     name: str
     labels: Mapping[str, str]
@@ -100,6 +159,8 @@ class NodeInfo:
     max_instance_cpu: int = 0
     max_instance_memory: int = 0
     price_per_cpu_hour: float = 0.0
+    #: ``status.images`` (for ImageLocality).
+    images: NodeImages = _NO_IMAGES
 
 
 def _amount(raw: Any, cpu: bool) -> int:
@@ -156,7 +217,8 @@ def node_info(obj: Mapping[str, Any]) -> NodeInfo:
                                                 False),
                  "price_per_cpu_hour": price if price >= 0 and price == price else 0.0}
     return NodeInfo(name=name, labels=labels, taints=taints, allocatable=allocatable,
-                    unschedulable=bool(spec.get("unschedulable")), ready=ready, **extra)
+                    unschedulable=bool(spec.get("unschedulable")), ready=ready,
+                    images=_node_images(status.get("images")), **extra)
 
 
 class LabelColumn(Mapping[str, BoolArray]):
@@ -271,6 +333,18 @@ class NodeTable:
         # Per row, how many of its pods carry inter-pod affinity terms (most rows: none, which
         # lets the affinity index skip them without looking at their pods).
         self.term_pods: list[int] = []
+        # Per row, how many of its pods mount PersistentVolumeClaims; and across rows, how
+        # many pods use each claim (namespace, name) — for the volume plugins.
+        self.claim_pods: list[int] = []
+        self.claim_users: collections.Counter[tuple[str, str]] = collections.Counter()
+        # Bumped whenever a node name gets or loses a slot (for indexes keyed by node name).
+        self.layout_generation = 0
+        # The claims, volumes, classes and CSI nodes the volume plugins read (fed by the
+        # scheduler's informers), with the volumes this scheduler assumed for claims.
+        self.volumes = VolumeCatalog()
+        # How many pods of each priority the rows hold (preemption's shortcut: no pod of a
+        # lower priority anywhere, no victim anywhere).
+        self.priorities: collections.Counter[int] = collections.Counter()
         self._free: list[int] = []
         self.label_index: dict[str, LabelColumn] = {}
         self.label_keys: dict[str, BoolArray] = {}
@@ -280,6 +354,15 @@ class NodeTable:
         self._domains: dict[str, tuple[int, npt.NDArray[np.int32], list[str]]] = {}
         self._counters: collections.OrderedDict[tuple[str, frozenset[str] | None],
                                                  _MatchCounter] = collections.OrderedDict()
+        # Images: name -> id; per id its name ("" when free), size, the rows listing it and a
+        # numpy copy of those rows made when first asked for (None: stale); per row its ids.
+        self._image_ids: dict[str, int] = {}
+        self._image_names: list[str] = []
+        self._image_sizes: list[int] = []
+        self._image_slots: list[array.array[int]] = []
+        self._image_rows: list[npt.NDArray[np.intp] | None] = []
+        self._free_image_ids: list[int] = []
+        self.node_images: list[array.array[int]] = []
 
     # -- shape ---------------------------------------------------------------------------------
 
@@ -371,7 +454,10 @@ class NodeTable:
                 self.infos.append(None)
                 self.pods.append({})
                 self.term_pods.append(0)
+                self.claim_pods.append(0)
+                self.node_images.append(array.array("i"))
             self.slots[info.name] = slot
+            self.layout_generation += 1
             self.names[slot] = info.name
             self.valid[slot] = True
             self.occupant[slot] += 1
@@ -399,6 +485,8 @@ class NodeTable:
                 if mask is None:
                     mask = self.taint_index[t] = np.zeros(self.capacity, np.bool_)
                 mask[slot] = True
+        if old is None or old.images != info.images:
+            self._index_images(slot, info.images)
         self._touch(slot)
         return slot
 
@@ -420,9 +508,74 @@ class NodeTable:
         self.label_generation += 1
         self._domains.clear()
 
+    def _index_images(self, slot: int, images: NodeImages) -> None:
+        """Make ``images`` the names the node in ``slot`` lists. Like kube's ``UpdateNode``
+        (every old name dropped, then every new one added) without touching names listed
+        before and after: such a name keeps its size unless this node is its only holder, in
+        which case kube drops and re-creates it with the node's new size."""
+        old_ids = self.node_images[slot]
+        if not old_ids and not images:
+            return
+        before = set(old_ids)
+        listed: set[int] = set()
+        ids, holders, rows = self._image_ids, self._image_slots, self._image_rows
+        for name, size in images:
+            i = ids.get(name)
+            if i is None:
+                i = self._new_image(name, size)
+            elif i in listed:
+                continue  # a name given twice: the first one counts
+            elif i in before:
+                if len(holders[i]) == 1:
+                    self._image_sizes[i] = size
+                listed.add(i)
+                continue
+            listed.add(i)
+            holders[i].append(slot)
+            rows[i] = None
+        for i in before - listed:
+            self._drop_image(i, slot)
+        self.node_images[slot] = array.array("i", listed)
+
+    def _new_image(self, name: str, size: int) -> int:
+        if self._free_image_ids:
+            i = self._free_image_ids.pop()
+            self._image_names[i], self._image_sizes[i] = name, size
+        else:
+            i = len(self._image_names)
+            self._image_names.append(name)
+            self._image_sizes.append(size)
+            self._image_slots.append(array.array("i"))
+            self._image_rows.append(None)
+        self._image_ids[name] = i
+        return i
+
+    def _drop_image(self, i: int, slot: int) -> None:
+        slots = self._image_slots[i]
+        at = slots.index(slot)
+        slots[at] = slots[-1]
+        slots.pop()
+        self._image_rows[i] = None
+        if not slots:  # no node lists it any more: forget the name, reuse the id
+            del self._image_ids[self._image_names[i]]
+            self._image_names[i] = ""
+            self._free_image_ids.append(i)
+
+    def image_nodes(self, name: str) -> tuple[int, npt.NDArray[np.intp]] | None:
+        """The size of image ``name`` and the rows of the nodes that list it (in no particular
+        order), or None when no node lists it."""
+        i = self._image_ids.get(name)
+        if i is None:
+            return None
+        rows = self._image_rows[i]
+        if rows is None:
+            rows = self._image_rows[i] = np.array(self._image_slots[i], np.intp)
+        return self._image_sizes[i], rows
+
     def remove_node(self, name: str) -> list[PodInfo]:
         """Remove a node; returns the pods that were on it (they stay known to the caller)."""
         slot = self.slots.pop(name, None)
+        self.layout_generation += 1
         if slot is None:
             return []
         info = self.infos[slot]
@@ -433,6 +586,7 @@ class NodeTable:
             self._index_labels(slot, info.labels, {})
             for t in info.taints:
                 self.taint_index[t][slot] = False
+        self._index_images(slot, _NO_IMAGES)
         self.infos[slot] = None
         self.names[slot] = ""
         self.valid[slot] = False
@@ -447,6 +601,7 @@ class NodeTable:
         self.refusals.pop(slot, None)
         self.pods[slot] = {}
         self.term_pods[slot] = 0
+        self.claim_pods[slot] = 0
         self.occupant[slot] += 1
         self._free.append(slot)
         self._touch(slot)
@@ -491,6 +646,11 @@ class NodeTable:
         nonzero[1] = min(int(nonzero[1]) + pod.nonzero_memory, REQUESTED_LIMIT)
         if has_affinity_terms(pod):
             self.term_pods[slot] += 1
+        if pod.claims:
+            self.claim_pods[slot] += 1
+            for claim in pod.claims:
+                self.claim_users[(pod.namespace, claim)] += 1
+        self.priorities[pod.priority] += 1
         for hp in pod.host_ports:
             ips = self.port_index.setdefault((hp.protocol, hp.port), {})
             counts = ips.get(hp.ip)
@@ -520,6 +680,19 @@ class NodeTable:
         nonzero[1] = max(int(nonzero[1]) - pod.nonzero_memory, 0)
         if has_affinity_terms(pod):
             self.term_pods[slot] -= 1
+        if pod.claims:
+            self.claim_pods[slot] -= 1
+            for claim in pod.claims:
+                key = (pod.namespace, claim)
+                if self.claim_users[key] > 1:
+                    self.claim_users[key] -= 1
+                else:
+                    del self.claim_users[key]
+        left = self.priorities[pod.priority] - 1
+        if left:
+            self.priorities[pod.priority] = left
+        else:
+            del self.priorities[pod.priority]
         for hp in pod.host_ports:
             self.port_index[(hp.protocol, hp.port)][hp.ip][slot] -= 1
         for c in self._counters.values():
@@ -650,6 +823,10 @@ class RowView:
         self.infos = [table.infos[r] for r in rows.tolist()]
         self.pods = [table.pods[r] for r in rows.tolist()]
         self.term_pods = [table.term_pods[r] for r in rows.tolist()]
+        self.claim_pods = [table.claim_pods[r] for r in rows.tolist()]
+        self.claim_users = table.claim_users
+        self.volumes = table.volumes
+        self.layout_generation = table.layout_generation
         self.label_index = _SlicedMasks(table.label_index, rows)
         self.label_keys = _SlicedMasks(table.label_keys, rows)
         self.taint_index = _SlicedMasks(table.taint_index, rows)

@@ -149,11 +149,14 @@ class Diagnosis:
     nodes: int
     reasons: collections.Counter[str]
     unresolvable: bool  # every rejected node failed for a reason no pod move can fix
+    prefilter: str = ""  # a rejection before any node was looked at (kube's PreFilterMsg)
 
     def message(self) -> str:
         """kube-scheduler's FitError text."""
-        parts = sorted(f"{count} {reason}" for reason, count in self.reasons.items())
         head = f"0/{self.nodes} nodes are available"
+        if self.prefilter:
+            return f"{head}: {self.prefilter}."
+        parts = sorted(f"{count} {reason}" for reason, count in self.reasons.items())
         return f"{head}: {', '.join(parts)}." if parts else f"{head}."
 
 
@@ -166,6 +169,10 @@ class FilterOutcome:
     def diagnose(self) -> Diagnosis:
         remaining = self.valid.copy()
         reasons: collections.Counter[str] = collections.Counter()
+        # kube runs every PreFilter before any Filter: a rejection of the pod as a whole wins,
+        # whichever plugin's filter turned down the nodes first here.
+        prefilter = next((r.message for _, result in self.results for r in result.reasons
+                          if r.prefilter and r.failed[: len(remaining)].any()), "")
         all_unresolvable = True
         for _, result in self.results:
             if result.passed is None:
@@ -180,6 +187,7 @@ class FilterOutcome:
                 if count:
                     reasons[reason.message] += count
                     charged |= hit
+
                     if not reason.unresolvable:
                         all_unresolvable = False
             uncharged = int((rejected & ~charged).sum())
@@ -187,7 +195,8 @@ class FilterOutcome:
                 reasons["node(s) were rejected by a filter"] += uncharged
                 all_unresolvable = False
             remaining &= result.passed
-        return Diagnosis(int(self.valid.sum()), reasons, all_unresolvable and bool(reasons))
+        return Diagnosis(int(self.valid.sum()), reasons, all_unresolvable and bool(reasons),
+                         prefilter)
 
 
 @dataclass(slots=True)
@@ -419,6 +428,41 @@ class Pipeline:
                 feasible &= result.passed[: len(feasible)]
         return outcome
 
+    def fits_row(self, ctx: CycleContext, slot: int, override: StageOverride | None = None,
+                 *, why: bool = True) -> list[str] | None:
+        """Whether ``ctx.pod`` passes every filter of :meth:`filter` on one row: None when it
+        does, else the reasons of the first filter that rejects it (an empty list when ``why``
+        is False and a per-row check said no). Preemption's dry run asks this once per change
+        it tries: row-local filters look at that row only, the others at the whole table."""
+        replace = override is not None and override.filter is not None \
+            and override.filter_mode == "replace"
+        names = self.profile.invariant_filters if replace else None
+        if override is not None and override.filter is not None:
+            result = override.filter(ctx)
+            if result is None:
+                names = None  # deferred to the built-in stage: every built-in filter runs
+            elif result.passed is not None and not result.passed[slot]:
+                return _row_reasons(result, slot)
+        rows = np.array([slot], np.intp)
+        for plugin in self.profile.filters:
+            if names is not None and plugin.name not in names:
+                continue
+            if plugin.name in self.profile.row_local_filters:
+                check = getattr(plugin, "filter_row", None)
+                if check is not None and not why:
+                    if not check(ctx, slot):
+                        return []
+                    continue
+                sub = CycleContext(ctx.pod, cast(NodeTable, RowView(ctx.table, rows)),
+                                   ctx.request, ctx.namespaces, {},
+                                   virtual_pass=ctx.virtual_pass)
+                result, index = plugin.filter(sub), 0
+            else:
+                result, index = plugin.filter(ctx), slot
+            if result.passed is not None and not result.passed[index]:
+                return _row_reasons(result, index)
+        return None
+
     def score(self, ctx: CycleContext, feasible: BoolArray,
               override: StageOverride | None = None, *, keep_per_plugin: bool = False,
               timings: dict[tuple[str, str], float] | None = None,
@@ -505,6 +549,12 @@ class Pipeline:
                               per_plugin if explain else None, count,
                               filter_seconds=t1 - t0, score_seconds=time.perf_counter() - t1,
                               plugin_seconds=timings)
+
+
+def _row_reasons(result: FilterResult, index: int) -> list[str]:
+    """The messages of ``result``'s reasons that hold for row ``index``."""
+    found = [r.message for r in result.reasons if index < len(r.failed) and r.failed[index]]
+    return found or ["node(s) were rejected by a filter"]
 
 
 def explain(result: ScheduleResult, table_names: Sequence[str], top: int = 3) -> dict[str, object]:

@@ -7,6 +7,10 @@ inter-pod affinity) in parsed form. Anything malformed raises :class:`PodSpecErr
 problem, so the scheduler can report the pod unschedulable with that message instead of
 failing mid-cycle.
 
+The container images (init containers first, then app containers) are kept with kube-scheduler's
+normalization (``normalizedImageName``: a reference without a tag gets ``:latest``), for
+ImageLocality.
+
 Resource requests follow Kubernetes' rules (``resourcehelper.PodRequests``): the sum over
 containers, the maximum over init containers (restartable "sidecar" init containers run beside
 later ones and the app containers, so they add up), plus the pod overhead. CPU is kept in
@@ -18,6 +22,7 @@ for nothing, so best-effort pods still spread.
 from __future__ import annotations
 
 import re
+import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -38,7 +43,14 @@ __all__ = [
     "PodSpecError",
     "SpreadConstraint",
     "Toleration",
+    "NOT_STARTED",
     "has_affinity_terms",
+    "normalized_image_name",
+    "node_term",
+    "nominated_node",
+    "preempts_never",
+    "start_time",
+    "terminating_by_preemption",
     "pod_info",
     "pod_key",
 ]
@@ -115,6 +127,9 @@ class SpreadConstraint:
     node_affinity_policy: str  # Honor, Ignore
     node_taints_policy: str  # Honor, Ignore
     match_label_keys: tuple[str, ...]
+    #: Added by kube's system defaulting (PodTopologySpread ``defaultingType: System``) to a pod
+    #: without constraints of its own: scoring then keeps nodes lacking a topology key.
+    system_default: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -157,6 +172,12 @@ class PodInfo:
     preferred_affinity: tuple[AffinityTerm, ...] = ()
     preferred_anti_affinity: tuple[AffinityTerm, ...] = ()
     annotations: dict[str, str] = field(default_factory=dict)
+    #: One normalized image name per init and app container, in that order (duplicates kept:
+    #: kube's ImageLocality counts each container).
+    images: tuple[str, ...] = ()
+    #: The PersistentVolumeClaims the pod mounts, by name in its namespace (a generic
+    #: ephemeral volume's claim is ``<pod>-<volume>``, as kube names it).
+    claims: tuple[str, ...] = ()
     raw: dict[str, Any] = field(default_factory=dict, repr=False)
 
     @property
@@ -172,6 +193,41 @@ def has_affinity_terms(pod: PodInfo) -> bool:
     """Whether the pod carries any inter-pod (anti-)affinity term, required or preferred."""
     return bool(pod.affinity or pod.anti_affinity or pod.preferred_affinity
                 or pod.preferred_anti_affinity)
+
+
+def _claims(spec: Obj, pod_name: str) -> tuple[str, ...]:
+    """The claim names of the pod's ``persistentVolumeClaim`` and ``ephemeral`` volumes."""
+    out: list[str] = []
+    for volume in spec.get("volumes") or ():
+        if not isinstance(volume, Mapping):
+            continue
+        source = volume.get("persistentVolumeClaim")
+        if isinstance(source, Mapping) and source.get("claimName"):
+            out.append(str(source["claimName"]))
+        elif isinstance(volume.get("ephemeral"), Mapping):
+            out.append(f"{pod_name}-{volume.get('name', '')}")
+    return tuple(dict.fromkeys(out))
+
+
+def normalized_image_name(name: str) -> str:
+    """kube-scheduler's ``normalizedImageName`` (imagelocality): a reference whose last ``:``
+    does not come after its last ``/`` has no tag and gets ``:latest`` (``nginx`` ->
+    ``nginx:latest``, ``gcr.io:5000/root`` -> ``gcr.io:5000/root:latest``); references with a
+    tag or a digest are kept as they are. Nothing else is expanded: like kube, ``nginx`` does
+    not match a node listing only ``docker.io/library/nginx:latest``."""
+    if name.rfind(":") <= name.rfind("/"):
+        name += ":latest"
+    return sys.intern(name)
+
+
+def _images(spec: Obj) -> tuple[str, ...]:
+    out = []
+    for key in ("initContainers", "containers"):
+        containers = spec.get(key)
+        for c in containers if isinstance(containers, list) else ():
+            image = c.get("image") if isinstance(c, Mapping) else None
+            out.append(normalized_image_name(image if isinstance(image, str) else ""))
+    return tuple(out)
 
 
 def pod_key(obj: Obj) -> str:
@@ -324,6 +380,12 @@ _INT = re.compile(r"[+-]?[0-9]+")
 def _is_int(s: str) -> bool:
     """Go's strconv.Atoi: an optional sign and digits, nothing else (no spaces, no '_')."""
     return _INT.fullmatch(s) is not None
+
+
+def node_term(term: Any, where: str, problems: list[str]) -> NodeSelectorTerm | None:
+    """A NodeSelectorTerm (``matchExpressions``, ``matchFields``); problems are appended to
+    ``problems`` (paths under ``where``), and None returned for a term that is no object."""
+    return _node_term(term, where, problems)
 
 
 def _node_term(term: Any, where: str, problems: list[str]) -> NodeSelectorTerm | None:
@@ -559,8 +621,51 @@ def _pod_info(obj: Obj) -> PodInfo:
             paa.get("preferredDuringSchedulingIgnoredDuringExecution"),
             "spec.affinity.podAntiAffinity.preferred", namespace, labels, problems, True),
         annotations=dict(meta.get("annotations") or {}),
+        images=_images(spec),
+        claims=_claims(spec, str(meta.get("name") or "")),
         raw=dict(obj),
     )
     if problems:
         raise PodSpecError(problems, info)
     return info
+
+
+# -- what preemption reads of a pod (kept in its raw object: read rarely) ----------------------
+
+#: A pod's start time when it has none yet (assumed, or bound and not started): later than any
+#: real one, as kube's ``GetPodStartTime`` answers "now".
+NOT_STARTED = "~"
+
+
+def start_time(pod: PodInfo) -> str:
+    """``status.startTime`` (RFC 3339, comparable as text), or :data:`NOT_STARTED`."""
+    status = pod.raw.get("status")
+    value = status.get("startTime") if isinstance(status, Mapping) else None
+    return value if isinstance(value, str) and value else NOT_STARTED
+
+
+def preempts_never(pod: PodInfo) -> bool:
+    """``spec.preemptionPolicy: Never``: the pod waits rather than evict anyone."""
+    spec = pod.raw.get("spec")
+    return isinstance(spec, Mapping) and spec.get("preemptionPolicy") == "Never"
+
+
+def nominated_node(pod: PodInfo) -> str:
+    """``status.nominatedNodeName``: the node a preemption made room on for this pod."""
+    status = pod.raw.get("status")
+    value = status.get("nominatedNodeName") if isinstance(status, Mapping) else None
+    return value if isinstance(value, str) else ""
+
+
+def terminating_by_preemption(pod: PodInfo) -> bool:
+    """Being deleted because a scheduler preempted it (kube's ``podTerminatingByPreemption``):
+    a deletion timestamp and the ``DisruptionTarget`` condition with reason
+    ``PreemptionByScheduler``."""
+    if not pod.deleting:
+        return False
+    status = pod.raw.get("status")
+    for condition in (status.get("conditions") or ()) if isinstance(status, Mapping) else ():
+        if isinstance(condition, Mapping) and condition.get("type") == "DisruptionTarget":
+            return condition.get("status") == "True" and \
+                condition.get("reason") == "PreemptionByScheduler"
+    return False

@@ -2,7 +2,7 @@
 
 Applies in the burst pass only (``ctx.virtual_pass``). A container instance in a cloud pool is
 not a machine of the cluster: it has no host network, no host ports, no host paths or local
-volumes, and DaemonSet pods belong on every real node, not in a pool. A pod annotated
+volumes, no way to attach the cluster's persistent volumes, and DaemonSet pods belong on every real node, not in a pool. A pod annotated
 ``wssp/burst: "never"`` opts out. Such a pod fails on every virtual node with one reason naming
 why — ``cloud pool(s) cannot take the pod: the pod uses hostNetwork`` —
 (``UnschedulableAndUnresolvable``: only editing the pod changes it).
@@ -42,6 +42,11 @@ def burst_blocker(pod: Mapping[str, Any]) -> str | None:
                 return f"volume {v.get('name')} is a hostPath volume"
             if "local" in v:
                 return f"volume {v.get('name')} is a local volume"
+            if "persistentVolumeClaim" in v or "ephemeral" in v:
+                # A cluster's persistent volumes attach to its own nodes, not to instances in
+                # a cloud pool.
+                return (f"volume {v.get('name')} is a PersistentVolumeClaim, which a cloud "
+                        "pool cannot attach")
     return None
 
 

@@ -57,6 +57,7 @@ __all__ = [
     "ERR_REASON_PREFILTER",
     "NAME",
     "NodeAffinity",
+    "node_selector_mask",
     "parse_int64",
     "prefilter_node_names",
 ]
@@ -205,7 +206,11 @@ def _term_mask(table: NodeTable, n: int, term: NodeSelectorTerm) -> BoolArray | 
     return acc  # None for an empty term, which selects nothing
 
 
-def _required_mask(table: NodeTable, n: int, terms: tuple[NodeSelectorTerm, ...]) -> BoolArray:
+def node_selector_mask(table: NodeTable, n: int,
+                       terms: tuple[NodeSelectorTerm, ...]) -> BoolArray:
+    """Rows matching any of ``terms`` (a NodeSelector: terms ORed, each term's requirements
+    ANDed, an empty term matching nothing) — for node affinity, and for the node affinity of
+    volumes and storage classes' allowed topologies."""
     out = np.zeros(n, np.bool_)
     for term in terms:
         m = _term_mask(table, n, term)
@@ -255,7 +260,7 @@ class NodeAffinity:
             m = table.label_mask(key, value)
             passed = m if passed is None else passed & m
         if pod.required_terms:
-            m = _required_mask(table, n, pod.required_terms)
+            m = node_selector_mask(table, n, pod.required_terms)
             passed = m if passed is None else passed & m
         assert passed is not None
         passed = np.array(passed, np.bool_)  # never hand out a view of the table's index

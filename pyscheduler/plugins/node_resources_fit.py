@@ -26,6 +26,17 @@ fit.go``), one reason per shortfall, so a node may fail for several:
   ``min(req, alloc) * 100 // alloc``; the node score is ``sum(score * weight) // sum(weight)``
   over the resources with ``alloc > 0`` (0 when none). An extended resource the pod does not
   request is left out of the average entirely, as kube does; ``pods`` is never scored.
+* ``RequestedToCapacityRatio``: kube's ``requestedToCapacityRatioScorer``
+  (``requested_to_capacity_ratio.go``) over ``resources`` with the same requested / allocatable
+  pairs as above. Per resource with ``alloc > 0``: utilization ``req * 100 // alloc`` (100 when
+  ``req > alloc``) is mapped through ``shape``, a broken-linear function given as points
+  (utilization 0..100 strictly increasing, score 0..10; scores are multiplied by 10 to the node
+  score range) — flat before the first point and after the last, linear in between with Go's
+  integer division (truncation toward zero) — see :func:`broken_linear`. Only resources scoring
+  more than 0 count, their weight included (kube's ``if resourceScore > 0``); the node score is
+  ``round(sum(score * weight) / sum(weight))`` rounding halves up (Go's ``math.Round``), 0 when
+  nothing counts. ``shape: [{0, 0}, {100, 10}]`` bin-packs like MostAllocated, ``[{0, 10},
+  {100, 0}]`` spreads like LeastAllocated.
 * ``MostFreeMemory`` (ours: the bursting design's rule "among matching nodes, the one with the
   most free memory wins"): ``free = allocatable - requested - request`` memory, using actual
   requests, clamped at 0, then scaled so that the scored node with the most free memory gets 100
@@ -53,6 +64,7 @@ from pyscheduler.framework.nodetable import (
     BoolArray,
     IntArray,
 )
+from pyscheduler.settings import MAX_SHAPE_SCORE, MAX_SHAPE_UTILIZATION
 
 __all__ = [
     "DEFAULT_RESOURCES",
@@ -61,9 +73,11 @@ __all__ = [
     "MOST_ALLOCATED",
     "MOST_FREE_MEMORY",
     "NAME",
+    "REQUESTED_TO_CAPACITY_RATIO",
     "STRATEGIES",
     "TOO_MANY_PODS",
     "NodeResourcesFit",
+    "broken_linear",
     "insufficient",
     "is_extended_resource",
 ]
@@ -72,8 +86,9 @@ NAME = "NodeResourcesFit"
 
 LEAST_ALLOCATED = "LeastAllocated"
 MOST_ALLOCATED = "MostAllocated"
+REQUESTED_TO_CAPACITY_RATIO = "RequestedToCapacityRatio"
 MOST_FREE_MEMORY = "MostFreeMemory"
-STRATEGIES = (LEAST_ALLOCATED, MOST_ALLOCATED, MOST_FREE_MEMORY)
+STRATEGIES = (LEAST_ALLOCATED, MOST_ALLOCATED, REQUESTED_TO_CAPACITY_RATIO, MOST_FREE_MEMORY)
 
 DEFAULT_RESOURCES: tuple[tuple[str, int], ...] = (("cpu", 1), ("memory", 1))
 MAX_RESOURCE_WEIGHT = 100
@@ -90,6 +105,45 @@ def is_extended_resource(name: str) -> bool:
     """``v1helper.IsExtendedResourceName``: qualified, outside ``kubernetes.io/``, not a quota
     ``requests.`` name (the name itself was validated when the pod was admitted)."""
     return "/" in name and "kubernetes.io/" not in name and not name.startswith("requests.")
+
+
+def _go_div(a: int, b: int) -> int:
+    """Go's integer division: truncation toward zero (Python's ``//`` floors)."""
+    q = abs(a) // abs(b)
+    return q if (a < 0) == (b < 0) else -q
+
+
+def broken_linear(shape: Sequence[tuple[int, int]], p: int) -> int:
+    """kube's ``helper.BuildBrokenLinearFunction`` at ``p``, for (utilization, score) points
+    with strictly increasing utilization: the first score up to the first point, the last
+    after the last point, linear in between with Go's integer arithmetic."""
+    for i, (utilization, score) in enumerate(shape):
+        if p <= utilization:
+            if i == 0:
+                return score
+            u0, s0 = shape[i - 1]
+            return s0 + _go_div((score - s0) * (p - u0), utilization - u0)
+    return shape[-1][1]
+
+
+def _validated_shape(shape: Iterable[tuple[int, int]]) -> tuple[tuple[int, int], ...]:
+    """kube's ``validateFunctionShape``."""
+    where = f"{NAME}.scoringStrategy.requestedToCapacityRatio.shape"
+    out = tuple(shape)
+    if not out:
+        raise ValueError(f"{where}: at least one point must be specified")
+    for i, point in enumerate(out):
+        if not (isinstance(point, tuple) and len(point) == 2):
+            raise ValueError(f"{where}[{i}]: must be a (utilization, score) pair, got {point!r}")
+        for field, value, top in (("utilization", point[0], MAX_SHAPE_UTILIZATION),
+                                  ("score", point[1], MAX_SHAPE_SCORE)):
+            if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= top:
+                raise ValueError(f"{where}[{i}].{field}: must be an integer from 0 to {top}, "
+                                 f"got {value!r}")
+        if i and out[i - 1][0] >= point[0]:
+            raise ValueError(f"{where}[{i}].utilization: utilization values must be sorted in "
+                             f"increasing order, got {point[0]} after {out[i - 1][0]}")
+    return out
 
 
 def _validated(strategy: str, resources: Iterable[tuple[str, int]]
@@ -120,16 +174,29 @@ def _validated(strategy: str, resources: Iterable[tuple[str, int]]
 
 
 class NodeResourcesFit:
-    """Filter on free resources; score with LeastAllocated, MostAllocated or MostFreeMemory."""
+    """Filter on free resources; score with LeastAllocated, MostAllocated,
+    RequestedToCapacityRatio (``shape``: (utilization, score) points) or MostFreeMemory."""
 
     name: ClassVar[str] = NAME
 
     def __init__(self, *, strategy: str = LEAST_ALLOCATED,
                  resources: Sequence[tuple[str, int]] = DEFAULT_RESOURCES,
+                 shape: Sequence[tuple[int, int]] = (),
                  ignored_resources: Iterable[str] = (),
                  ignored_resource_groups: Iterable[str] = ()) -> None:
         self.strategy = strategy
         self.resources = _validated(strategy, resources)
+        self.shape: tuple[tuple[int, int], ...] = ()
+        if strategy == REQUESTED_TO_CAPACITY_RATIO:
+            self.shape = _validated_shape(shape)
+        elif shape:
+            raise ValueError(f"{NAME}.scoringStrategy.requestedToCapacityRatio: only used with "
+                             f"type {REQUESTED_TO_CAPACITY_RATIO}, not {strategy}")
+        # The shape as node scores (x10) at every utilization 0..100: one lookup per resource.
+        scaled = [(u, s * (MAX_NODE_SCORE // MAX_SHAPE_SCORE)) for u, s in self.shape]
+        self._shape_scores: IntArray = np.array(
+            [broken_linear(scaled, p) for p in range(MAX_SHAPE_UTILIZATION + 1)] if scaled else [],
+            np.int64)
         self.ignored_resources = frozenset(ignored_resources)
         self.ignored_resource_groups = frozenset(ignored_resource_groups)
 
@@ -190,9 +257,11 @@ class NodeResourcesFit:
     # -- score ---------------------------------------------------------------------------------
 
     def score_row(self, ctx: CycleContext, slot: int) -> int:
-        """:meth:`score` for one row (LeastAllocated / MostAllocated), in integer arithmetic."""
+        """:meth:`score` for one row (LeastAllocated / MostAllocated /
+        RequestedToCapacityRatio), in integer arithmetic."""
         table, pod = ctx.table, ctx.pod
         least = self.strategy == LEAST_ALLOCATED
+        ratio = self.strategy == REQUESTED_TO_CAPACITY_RATIO
         total = weight_sum = 0
         for resource, weight in self.resources:
             if resource == "cpu":
@@ -212,9 +281,18 @@ class NodeResourcesFit:
                 req = int(table.requested[slot, column]) + amount
             if alloc == 0:
                 continue  # left out of the average, weight included
+            if ratio:
+                utilization = min(req * MAX_SHAPE_UTILIZATION // alloc, MAX_SHAPE_UTILIZATION)
+                part = int(self._shape_scores[utilization])
+                if part > 0:  # a resource scoring 0 leaves its weight out too
+                    total += part * weight
+                    weight_sum += weight
+                continue
             part = max(alloc - req, 0) if least else min(req, alloc)
             total += part * MAX_NODE_SCORE // alloc * weight
             weight_sum += weight
+        if ratio:  # math.Round(total / weight_sum): halves away from zero
+            return (2 * total + weight_sum) // (2 * weight_sum) if weight_sum else 0
         return total // weight_sum if weight_sum else 0
 
     def _usage(self, ctx: CycleContext, resource: str) -> tuple[IntArray, IntArray] | None:
@@ -236,6 +314,8 @@ class NodeResourcesFit:
     def score(self, ctx: CycleContext, feasible: BoolArray) -> IntArray:
         if self.strategy == MOST_FREE_MEMORY:
             return self._most_free_memory(ctx, feasible)
+        if self.strategy == REQUESTED_TO_CAPACITY_RATIO:
+            return self._requested_to_capacity_ratio(ctx)
         least = self.strategy == LEAST_ALLOCATED
         total: IntArray | None = None
         weight_sum = 0
@@ -275,6 +355,29 @@ class NodeResourcesFit:
                 weights += (alloc[odd] > 0) * weight
             total[odd] = np.where(weights > 0, sums // np.maximum(weights, 1), 0)
         return total
+
+    def _requested_to_capacity_ratio(self, ctx: CycleContext) -> IntArray:
+        total = ctx.zeros()
+        weights = ctx.zeros()
+        for resource, weight in self.resources:
+            usage = self._usage(ctx, resource)
+            if usage is None:
+                continue
+            alloc, req = usage
+            # Utilization in percent: req * 100 // alloc, 100 when over-committed; rows
+            # without the resource (alloc 0) are masked out below.
+            req *= MAX_SHAPE_UTILIZATION
+            req //= np.maximum(alloc, 1)
+            np.minimum(req, MAX_SHAPE_UTILIZATION, out=req)
+            part = self._shape_scores[req]
+            counts = (part > 0) & (alloc > 0)
+            part *= weight
+            total += np.where(counts, part, 0)
+            weights += counts * weight
+        # math.Round(total / weights) for positive values: floor(total / weights + 1/2).
+        out: IntArray = np.where(weights > 0,
+                                 (2 * total + weights) // np.maximum(2 * weights, 1), 0)
+        return out
 
     def _most_free_memory(self, ctx: CycleContext, feasible: BoolArray) -> IntArray:
         n = ctx.n

@@ -38,9 +38,14 @@ Score (``whenUnsatisfiable: ScheduleAnyway`` constraints)
     differ from Go's ``math.Log`` in the last ulp (it would change a score only on an exact
     ``.5`` tie).
 
-Not applied: the system default constraints kube adds when a pod has none (``defaultingType:
-System``); a pod without constraints is left alone (filter passes all, score is 0 everywhere).
-Configuration may add them later.
+Default constraints: kube gives a pod without constraints of its own default ones
+(``defaultingType: System`` or a configured ``List``); :mod:`pyscheduler.spread_defaults` adds
+them to the pod the attempt sees, so this plugin sees them as the pod's own. Constraints marked
+``system_default`` change one thing, as ``pl.systemDefaulted`` does in kube's ``PreScore``
+(``requireAllTopologies`` false): feasible nodes lacking a soft topology key are scored, not
+ignored. Such a node gets no term for the key it lacks, and counts as the domain ``""`` when
+the topology's size is taken (a missing label reads as the empty value in Go), so a cluster
+without zone labels still spreads by hostname.
 
 Required node affinity for ``nodeAffinityPolicy: Honor`` is computed here from the pod's
 ``nodeSelector`` and required node affinity terms, with the table's label indexes (kube's
@@ -509,16 +514,20 @@ class PodTopologySpread:
         if not soft:
             return np.zeros(n, np.int64)
         domains = [self._domains.get(table, c.topology_key) for c in soft]
+        # kube's requireAllTopologies: false only for the system defaults (then every soft
+        # constraint of the pod is one of them), so that nodes without a zone label still get
+        # hostname spreading.
+        require_all = not any(c.system_default for c in soft)
         has_all = domains[0].has
         for d in domains[1:]:
             has_all = has_all & d.has
         # Feasible nodes missing a soft key are kube's IgnoredNodes: scored 0.
-        scored = feasible[:n] & has_all
+        scored = feasible[:n] & (has_all if require_all else table.valid[:n])
         scored_count = int(np.count_nonzero(scored))
         if scored_count == 0:
             return np.zeros(n, np.int64)
         c, d = soft[0], domains[0]
-        if len(soft) == 1 and c.topology_key != HOSTNAME_KEY:
+        if len(soft) == 1 and c.topology_key != HOSTNAME_KEY and require_all:
             return self._score_by_domain(ctx, c, d, scored)
         total = np.zeros(n, np.float64)
         for c, d in zip(soft, domains):
@@ -527,19 +536,50 @@ class PodTopologySpread:
                 # kube counts the node's own pods here, without inclusion policies.
                 weight = math.log(scored_count + 2)
                 per_node = self._counts(ctx, c).astype(np.float64)
-            else:
+            elif require_all:
                 candidate = d.any(scored)
                 weight = math.log(int(np.count_nonzero(candidate)) + 2)
                 eligible = has_all if included is None else has_all & included
                 # Sums of domains holding no scored node are computed but never read.
                 per_domain, _ = self._domain_counts(ctx, c, d, eligible)
                 per_node = per_domain.take(d.ids1).astype(np.float64)
-            # Go: score += float64(cnt)*tpWeight + float64(maxSkew-1)
-            total = total + (per_node * weight + float(c.max_skew - 1))
+            else:
+                weight, per_node = self._counts_without_key(ctx, c, d, scored, included)
+            # Go: score += float64(cnt)*tpWeight + float64(maxSkew-1), for the keys the node has
+            term = per_node * weight + float(c.max_skew - 1)
+            if not require_all and not d.everywhere:
+                term = np.where(d.has, term, 0.0)
+            total = total + term
         raw = _go_round(total[scored])
         out = np.zeros(n, np.int64)
         out[scored] = _normalize(raw, raw)
         return out
+
+    def _counts_without_key(self, ctx: CycleContext, c: SpreadConstraint, d: Domains,
+                            scored: BoolArray, included: BoolArray | None
+                            ) -> tuple[float, FloatArray]:
+        """The weight and per-row domain counts of a non-hostname constraint when nodes lacking
+        topology keys are scored (kube's ``requireAllTopologies`` false). kube reads a missing
+        label as the value ``""``: a scored node without the key adds the domain ``""`` to the
+        size of the topology, and the matching pods of every node without the key (passing the
+        inclusion policies) count towards that domain — which only a node labelled with the
+        empty value itself ever reads, since a node without the key gets no term for it."""
+        table = ctx.table
+        valid = table.valid[: table.n]
+        lacks = valid & ~d.has
+        empty = d.values.index("") + 1 if "" in d.values else 0
+        hit = d.any(scored)
+        scored_lacking = bool(np.any(scored & lacks))
+        if scored_lacking and empty:
+            hit[empty] = True
+        size = int(np.count_nonzero(hit[1:])) + (1 if scored_lacking and not empty else 0)
+        eligible = valid if included is None else valid & included
+        counts = self._counts(ctx, c) * eligible
+        per_domain = d.sums(counts)
+        if empty:
+            per_domain[empty] += int(counts[lacks].sum())
+        per_node: FloatArray = per_domain.take(d.ids1).astype(np.float64)
+        return math.log(size + 2), per_node
 
     def _score_by_domain(self, ctx: CycleContext, c: SpreadConstraint, d: Domains,
                          scored: BoolArray) -> IntArray:

@@ -16,6 +16,7 @@ from pyscheduler.framework.pipeline import Profile
 from pyscheduler.plugins.balanced_allocation import BalancedAllocation
 from pyscheduler.plugins.burst_eligible import BurstEligible
 from pyscheduler.plugins.cloud_platform import CloudPlatform
+from pyscheduler.plugins.image_locality import ImageLocality
 from pyscheduler.plugins.instance_limits import InstanceLimits
 from pyscheduler.plugins.inter_pod_affinity import InterPodAffinity
 from pyscheduler.plugins.node_affinity import NodeAffinity
@@ -24,19 +25,25 @@ from pyscheduler.plugins.node_ports import NodePorts
 from pyscheduler.plugins.node_ready import NodeReady
 from pyscheduler.plugins.node_resources_fit import NodeResourcesFit
 from pyscheduler.plugins.node_unschedulable import NodeUnschedulable
+from pyscheduler.plugins.node_volume_limits import NodeVolumeLimits
 from pyscheduler.plugins.pod_topology_spread import PodTopologySpread
 from pyscheduler.plugins.pool_order import PoolOrder
 from pyscheduler.plugins.pool_refusals import PoolRefusals
 from pyscheduler.plugins.taint_toleration import TaintToleration
+from pyscheduler.plugins.volume_binding import VolumeBinding
+from pyscheduler.plugins.volume_restrictions import VolumeRestrictions
+from pyscheduler.plugins.volume_zone import VolumeZone
 
 __all__ = ["BURST_FILTERS", "FACTORIES", "INVARIANT_FILTERS", "build_burst_profile",
            "build_profile", "build_profiles"]
 
-#: Filters that hold whatever a fragment answers (ABI.md §7): node Ready and not cordoned,
-#: NoSchedule/NoExecute taints tolerated, host ports free, resources and pod count fit. They run
-#: even when a configuration leaves them out of plugins.filter.
+#: Filters that hold whatever a fragment answers (ABI.md §5.1): node Ready and not cordoned,
+#: NoSchedule/NoExecute taints tolerated, host ports free, resources and pod count fit, the
+#: pod's volumes bindable and attachable there. They run even when a configuration leaves them
+#: out of plugins.filter.
 INVARIANT_FILTERS = (NodeUnschedulable.name, TaintToleration.name, NodePorts.name,
-                     NodeResourcesFit.name, NodeReady.name)
+                     NodeResourcesFit.name, VolumeRestrictions.name, NodeVolumeLimits.name,
+                     VolumeBinding.name, VolumeZone.name, NodeReady.name)
 #: The burst pass's own filters (all of them invariant too).
 BURST_FILTERS = (BurstEligible.name, CloudPlatform.name, InstanceLimits.name,
                  PoolRefusals.name, PoolOrder.name)
@@ -45,7 +52,8 @@ BURST_FILTERS = (BurstEligible.name, CloudPlatform.name, InstanceLimits.name,
 def _fit(config: SchedulerConfig) -> NodeResourcesFit:
     strategy = config.scoring_strategy
     return NodeResourcesFit(strategy=strategy.type,
-                            resources=[(r.name, r.weight) for r in strategy.resources])
+                            resources=[(r.name, r.weight) for r in strategy.resources],
+                            shape=[(p.utilization, p.score) for p in strategy.shape])
 
 
 FACTORIES: dict[str, Callable[[SchedulerConfig], Any]] = {
@@ -58,7 +66,12 @@ FACTORIES: dict[str, Callable[[SchedulerConfig], Any]] = {
     PodTopologySpread.name: lambda c: PodTopologySpread(),
     InterPodAffinity.name: lambda c: InterPodAffinity(),
     BalancedAllocation.name: lambda c: BalancedAllocation(),
+    ImageLocality.name: lambda c: ImageLocality(),
     NodeReady.name: lambda c: NodeReady(),
+    VolumeRestrictions.name: lambda c: VolumeRestrictions(),
+    NodeVolumeLimits.name: lambda c: NodeVolumeLimits(),
+    VolumeBinding.name: lambda c: VolumeBinding(),
+    VolumeZone.name: lambda c: VolumeZone(),
     BurstEligible.name: lambda c: BurstEligible(),
     CloudPlatform.name: lambda c: CloudPlatform(),
     InstanceLimits.name: lambda c: InstanceLimits(),
@@ -68,9 +81,11 @@ FACTORIES: dict[str, Callable[[SchedulerConfig], Any]] = {
 
 # Row-local plugins: a node's answer depends on that node's row and the pod only (and the pass).
 # Scores normalized over all nodes (NodeAffinity, TaintToleration, PodTopologySpread,
-# InterPodAffinity, MostFreeMemory) and cross-node filters are not row-local; nor are filters
-# that read more of the pod than the pipeline's signature of it (BurstEligible, CloudPlatform)
-# or the clock (PoolRefusals).
+# InterPodAffinity, MostFreeMemory) and cross-node filters are not row-local; nor is
+# ImageLocality (an image's spread counts the nodes listing it: a node's score moves when
+# another node pulls or drops the image, and the pipeline's row-local memo is keyed by a pod
+# signature without images); nor are filters that read more of the pod than the pipeline's
+# signature of it (BurstEligible, CloudPlatform) or the clock (PoolRefusals).
 _ROW_LOCAL_FILTERS = frozenset({NodeUnschedulable.name, NodeName.name, TaintToleration.name,
                                 NodeAffinity.name, NodePorts.name, NodeResourcesFit.name,
                                 NodeReady.name, InstanceLimits.name, PoolOrder.name})

@@ -193,7 +193,8 @@ def test_a_pod_selecting_a_fragment_is_placed_by_it(
     wait_for(lambda: condition(core, ns, "picked") is not None, what="the condition")
     assert condition(core, ns, "picked") == (
         "Unschedulable", f"0/{NODES} nodes are available: {NODES} node(s) are not in the test "
-                         "tier.")
+                         f"tier. preemption: 0/{NODES} nodes are available: {NODES} No "
+                         "preemption victims found for incoming pod..")
     assert node_of(core, ns, "picked") is None
 
 
@@ -407,8 +408,8 @@ def test_published_to_s3_with_the_cli_and_served_from_there(
     wait_for(lambda: status(custom, "tier-v2.0.0").get("phase") == "Ready", what="Ready")
     make_pod(core, ns, "gold-only", "tier")
     wait_for(lambda: condition(core, ns, "gold-only") is not None, what="the condition")
-    assert condition(core, ns, "gold-only")[1].endswith(  # type: ignore[index]
-        f"{NODES} node(s) are not gold.")
+    assert condition(core, ns, "gold-only")[1].startswith(  # type: ignore[index]
+        f"0/{NODES} nodes are available: {NODES} node(s) are not gold. preemption: ")
     listed = subprocess.run(
         [sys.executable, "-m", "pyscheduler.cli", "fragment", "list", "--kubeconfig",
          str(sim.kubeconfig)], capture_output=True, text=True, timeout=60)

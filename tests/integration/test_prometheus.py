@@ -313,6 +313,15 @@ def run_workload(s: Stack, store: Path, custom: client.CustomObjectsApi) -> None
                               {"strategy": "copy", "result": "ok"}) >= 1,
              timeout=30, what="a virtual pod to be moved back")
 
+    # A pod of high priority that fits no node and may not burst preempts a pod of priority 0.
+    client.SchedulingV1Api(core.api_client).create_priority_class(
+        {"metadata": {"name": "urgent"}, "value": 1000})
+    urgent = pod("urgent", "3500m", annotations={"wssp/burst": "never"})
+    urgent["spec"]["priorityClassName"] = "urgent"
+    core.create_namespaced_pod(NS, urgent)
+    wait_for(lambda: bound(core, "urgent") == 1, timeout=30, what="the urgent pod to preempt")
+    assert s.family_total("scheduler_preemption_attempts_total") >= 1
+
     # Orphans in the aci pool: ghost-a is collected after the grace period; ghost-b stays,
     # because the provider cannot check its pod (every GET of it fails).
     sim.call(lambda: sim.cluster.server.inject_failures(

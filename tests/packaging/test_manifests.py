@@ -1039,9 +1039,32 @@ def _exercise_everything(kubectl: Kubectl, scheduler: SchedulerThread, ns: str, 
                 if not p["metadata"].get("deletionTimestamp")]
 
     kubectl("create", "-f", "-", input=yaml.safe_dump(fragment))
+    # Claims bound with their pods: one provisioned on the node chosen (the selected-node
+    # annotation), one given a static volume (its claimRef).
+    kubectl("create", "-f", "-", input=yaml.safe_dump_all([
+        {"apiVersion": "storage.k8s.io/v1", "kind": "StorageClass",
+         "metadata": {"name": f"{ns}-provisioned"}, "provisioner": "disk.csi.example.com",
+         "volumeBindingMode": "WaitForFirstConsumer"},
+        {"apiVersion": "storage.k8s.io/v1", "kind": "StorageClass",
+         "metadata": {"name": f"{ns}-static"}, "provisioner": "kubernetes.io/no-provisioner",
+         "volumeBindingMode": "WaitForFirstConsumer"},
+        {"apiVersion": "v1", "kind": "PersistentVolume", "metadata": {"name": f"{ns}-static"},
+         "spec": {"capacity": {"storage": "1Gi"}, "accessModes": ["ReadWriteOnce"],
+                  "storageClassName": f"{ns}-static", "hostPath": {"path": "/data"}}}]))
+    for kind in ("provisioned", "static"):
+        create({"apiVersion": "v1", "kind": "PersistentVolumeClaim",
+                "metadata": {"name": kind},
+                "spec": {"accessModes": ["ReadWriteOnce"], "storageClassName": f"{ns}-{kind}",
+                         "resources": {"requests": {"storage": "1Gi"}}}})
+        with_claim = _pod(f"uses-{kind}", "10m")
+        with_claim["spec"]["volumes"] = [{"name": "data",
+                                          "persistentVolumeClaim": {"claimName": kind}}]
+        create(with_claim)
+    wait_for(lambda: sum(1 for p in pods() if p["spec"].get("nodeName")) == 2, timeout=20,
+             what="the pods with claims to be bound")
     for i in range(2):   # 1500m of each real node's 2 cpu
         create(_pod(f"filler-{i}", "1500m", labels={"role": "filler"}))
-    wait_for(lambda: sum(1 for p in pods() if p["spec"].get("nodeName")) == 2, timeout=20,
+    wait_for(lambda: sum(1 for p in pods() if p["spec"].get("nodeName")) == 4, timeout=20,
              what="the fillers to be bound")
     template = _pod("x", "600m", labels={"app": "burst"})
     create({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "burst"},
@@ -1063,7 +1086,7 @@ def _exercise_everything(kubectl: Kubectl, scheduler: SchedulerThread, ns: str, 
     kubectl("delete", "pods", "-n", ns, "-l", "role=filler", "--grace-period=0", "--wait=true")
 
     def moved_back() -> bool:
-        current = pods()
+        current = [p for p in pods() if not p["metadata"]["name"].startswith("uses-")]
         return (len(current) == 3 and not any(_on_virtual(p, virtual_nodes) for p in current)
                 and all(p["status"].get("phase") == "Running" for p in current)
                 and any(p["metadata"]["name"].startswith("bare-rb-") for p in current))

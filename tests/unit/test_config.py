@@ -27,6 +27,7 @@ from pyscheduler.settings import (
     SchedulerConfig,
     ScorePlugin,
     ScoringStrategy,
+    UtilizationShapePoint,
 )
 
 SRC = "scheduler.yaml"
@@ -45,10 +46,12 @@ def error_of(document: object) -> str:
     pytest.param(lambda c: c.scheduler_name, "pyscheduler", id="schedulerName"),
     pytest.param(lambda c: c.plugins.filter, (
         "NodeUnschedulable", "NodeName", "TaintToleration", "NodeAffinity", "NodePorts",
-        "NodeResourcesFit", "PodTopologySpread", "InterPodAffinity"), id="filter plugins"),
+        "NodeResourcesFit", "VolumeRestrictions", "NodeVolumeLimits", "VolumeBinding",
+        "VolumeZone", "PodTopologySpread", "InterPodAffinity"), id="filter plugins"),
     pytest.param(lambda c: c.plugins.score_weights, {
         "TaintToleration": 3, "NodeAffinity": 2, "NodeResourcesFit": 1, "PodTopologySpread": 2,
-        "InterPodAffinity": 2, "NodeResourcesBalancedAllocation": 1}, id="score weights"),
+        "InterPodAffinity": 2, "NodeResourcesBalancedAllocation": 1, "ImageLocality": 1},
+        id="score weights"),
     pytest.param(lambda c: c.scoring_strategy, ScoringStrategy(
         "LeastAllocated", (ResourceWeight("cpu", 1), ResourceWeight("memory", 1))),
         id="scoringStrategy"),
@@ -132,6 +135,24 @@ def test_a_full_document() -> None:
     assert (config.metrics_host, config.metrics_port) == ("::1", 0)
 
 
+def test_requested_to_capacity_ratio() -> None:
+    config = parse_config({"scoringStrategy": {
+        "type": "RequestedToCapacityRatio",
+        "resources": [{"name": "nvidia.com/gpu", "weight": 2}],
+        "requestedToCapacityRatio": {"shape": [{"utilization": 0, "score": 0},
+                                               {"utilization": 100, "score": 10}]}}}, SRC)
+    assert config.scoring_strategy == ScoringStrategy(
+        "RequestedToCapacityRatio", (ResourceWeight("nvidia.com/gpu", 2),),
+        (UtilizationShapePoint(0, 0), UtilizationShapePoint(100, 10)))
+    dumped = dump_config(config)["scoringStrategy"]
+    assert dumped["requestedToCapacityRatio"] == {"shape": [
+        {"utilization": 0, "score": 0}, {"utilization": 100, "score": 10}]}
+    # Other types dump the field as null, which reads back as "not given".
+    assert dump_config(SchedulerConfig())["scoringStrategy"]["requestedToCapacityRatio"] is None
+    assert parse_config({"scoringStrategy": {"requestedToCapacityRatio": None}},
+                        SRC).scoring_strategy == ScoringStrategy()
+
+
 def test_empty_plugin_lists_are_kept() -> None:
     config = parse_config({"plugins": {"filter": [], "score": {}}}, SRC)
     assert config.plugins == PluginsConfig(filter=(), score=())
@@ -145,7 +166,10 @@ LABEL = ("must be an RFC 1123 label (lowercase letters, digits and '-', starting
          "a letter or digit, at most 63 characters)")
 KNOWN_FILTERS = ", ".join(FILTER_PLUGINS)
 KNOWN_SCORES = ("TaintToleration, NodeAffinity, NodeResourcesFit, PodTopologySpread, "
-                "InterPodAffinity, NodeResourcesBalancedAllocation")
+                "InterPodAffinity, NodeResourcesBalancedAllocation, ImageLocality")
+STRATEGIES = "LeastAllocated, MostAllocated, RequestedToCapacityRatio, MostFreeMemory"
+SHAPE = "scoringStrategy.requestedToCapacityRatio.shape"
+RATIO = "RequestedToCapacityRatio"
 POSITIVE = "must be a number of seconds greater than 0"
 
 
@@ -163,9 +187,9 @@ POSITIVE = "must be a number of seconds greater than 0"
     pytest.param({"plugins": {"filter": "NodeName"}},
                  'plugins.filter: must be a list of filter plugin names, got "NodeName"',
                  id="filter not a list"),
-    pytest.param({"plugins": {"filter": ["NodeName", "Volumes"]}},
-                 f'plugins.filter[1]: unknown filter plugin "Volumes"; known filter plugins: '
-                 f"{KNOWN_FILTERS}", id="unknown filter plugin"),
+    pytest.param({"plugins": {"filter": ["NodeName", "GCEPDLimits"]}},
+                 f'plugins.filter[1]: unknown filter plugin "GCEPDLimits"; known filter '
+                 f"plugins: {KNOWN_FILTERS}", id="unknown filter plugin"),
     pytest.param({"plugins": {"filter": ["NodeAfinity"]}},
                  f'plugins.filter[0]: unknown filter plugin "NodeAfinity" (did you mean '
                  f'"NodeAffinity"?); known filter plugins: {KNOWN_FILTERS}',
@@ -182,8 +206,8 @@ POSITIVE = "must be a number of seconds greater than 0"
     pytest.param({"plugins": {"score": ["NodeAffinity"]}},
                  "plugins.score: must be a mapping of score plugin name to weight, got a list",
                  id="score not a mapping"),
-    pytest.param({"plugins": {"score": {"ImageLocality": 1}}},
-                 f'plugins.score.ImageLocality: unknown score plugin "ImageLocality"; known '
+    pytest.param({"plugins": {"score": {"Gravity": 1}}},
+                 f'plugins.score.Gravity: unknown score plugin "Gravity"; known '
                  f"score plugins: {KNOWN_SCORES}", id="unknown score plugin"),
     pytest.param({"plugins": {"score": {"NodeAffinity": {"weight": "x"}}}},
                  'plugins.score.NodeAffinity.weight: must be an integer between 0 and 100, '
@@ -209,12 +233,63 @@ POSITIVE = "must be a number of seconds greater than 0"
                  'scoringStrategy: must be a mapping, got "LeastAllocated"',
                  id="scoringStrategy a string"),
     pytest.param({"scoringStrategy": {"type": "Balanced"}},
-                 'scoringStrategy.type: must be one of LeastAllocated, MostAllocated, '
-                 'MostFreeMemory, got "Balanced"', id="scoringStrategy unknown type"),
+                 f'scoringStrategy.type: must be one of {STRATEGIES}, got "Balanced"',
+                 id="scoringStrategy unknown type"),
     pytest.param({"scoringStrategy": {"type": "mostallocated"}},
-                 'scoringStrategy.type: must be one of LeastAllocated, MostAllocated, '
-                 'MostFreeMemory, got "mostallocated" (did you mean "MostAllocated"?)',
-                 id="scoringStrategy type case"),
+                 f'scoringStrategy.type: must be one of {STRATEGIES}, got "mostallocated" (did '
+                 f'you mean "MostAllocated"?)', id="scoringStrategy type case"),
+    pytest.param({"scoringStrategy": {"type": RATIO}},
+                 "scoringStrategy.requestedToCapacityRatio: is required when type is "
+                 "RequestedToCapacityRatio (e.g. {shape: [{utilization: 0, score: 0}, "
+                 "{utilization: 100, score: 10}]})", id="ratio without a shape"),
+    pytest.param({"scoringStrategy": {"requestedToCapacityRatio": {"shape": [
+        {"utilization": 0, "score": 0}]}}},
+                 "scoringStrategy.requestedToCapacityRatio: is only used with type "
+                 "RequestedToCapacityRatio; type is LeastAllocated", id="shape for another type"),
+    pytest.param({"scoringStrategy": {"type": RATIO, "requestedToCapacityRatio": {}}},
+                 f"{SHAPE}: is required: at least one point must be specified",
+                 id="ratio without shape field"),
+    pytest.param({"scoringStrategy": {"type": RATIO, "requestedToCapacityRatio": [1]}},
+                 "scoringStrategy.requestedToCapacityRatio: must be a mapping, got a list",
+                 id="ratio a list"),
+    pytest.param({"scoringStrategy": {"type": RATIO,
+                                      "requestedToCapacityRatio": {"shape": []}}},
+                 f"{SHAPE}: must be a non-empty list of {{utilization, score}} points (at least "
+                 f"one point must be specified), got a list", id="shape empty"),
+    pytest.param({"scoringStrategy": {"type": RATIO, "requestedToCapacityRatio": {"shape": [
+        {"utilization": 0, "score": 0}, {"utilization": 0, "score": 10}]}}},
+                 f"{SHAPE}[1].utilization: utilization values must be sorted in increasing "
+                 f"order: must be greater than 0, got 0", id="shape utilization repeated"),
+    pytest.param({"scoringStrategy": {"type": RATIO, "requestedToCapacityRatio": {"shape": [
+        {"utilization": 60, "score": 0}, {"utilization": 40, "score": 10}]}}},
+                 f"{SHAPE}[1].utilization: utilization values must be sorted in increasing "
+                 f"order: must be greater than 60, got 40", id="shape utilization decreasing"),
+    pytest.param({"scoringStrategy": {"type": RATIO, "requestedToCapacityRatio": {"shape": [
+        {"utilization": 101, "score": 0}]}}},
+                 f"{SHAPE}[0].utilization: must be an integer between 0 and 100, got 101",
+                 id="shape utilization above 100"),
+    pytest.param({"scoringStrategy": {"type": RATIO, "requestedToCapacityRatio": {"shape": [
+        {"utilization": -1, "score": 0}]}}},
+                 f"{SHAPE}[0].utilization: must be an integer between 0 and 100, got -1",
+                 id="shape utilization negative"),
+    pytest.param({"scoringStrategy": {"type": RATIO, "requestedToCapacityRatio": {"shape": [
+        {"utilization": 0, "score": 100}]}}},
+                 f"{SHAPE}[0].score: must be an integer between 0 and 10, got 100",
+                 id="shape score on the node score scale"),
+    pytest.param({"scoringStrategy": {"type": RATIO, "requestedToCapacityRatio": {"shape": [
+        {"utilization": 0, "score": 1.5}]}}},
+                 f"{SHAPE}[0].score: must be an integer between 0 and 10, got 1.5",
+                 id="shape score fractional"),
+    pytest.param({"scoringStrategy": {"type": RATIO, "requestedToCapacityRatio": {"shape": [
+        {"utilization": 0}]}}},
+                 f"{SHAPE}[0].score: is required", id="shape score missing"),
+    pytest.param({"scoringStrategy": {"type": RATIO, "requestedToCapacityRatio": {"shape": [
+        {"utilisation": 0, "score": 1}]}}},
+                 f'{SHAPE}[0].utilisation: unknown field (did you mean "utilization"?)\n'
+                 f"{SRC}: {SHAPE}[0].utilization: is required", id="shape misspelt field"),
+    pytest.param({"scoringStrategy": {"type": RATIO,
+                                      "requestedToCapacityRatio": {"shape": ["0,10"]}}},
+                 f'{SHAPE}[0]: must be a mapping, got "0,10"', id="shape point a string"),
     pytest.param({"scoringStrategy": {"resources": []}},
                  "scoringStrategy.resources: must be a non-empty list of {name, weight} "
                  "entries, got a list", id="resources empty"),
@@ -375,14 +450,16 @@ def test_every_error_is_reported_at_once() -> None:
     pytest.param({"plugins": {"filters": []}},
                  'plugins.filters: unknown field (did you mean "filter"?)', id="plugins plural"),
     pytest.param({"scoringStrategy": {"kind": "LeastAllocated"}},
-                 "scoringStrategy.kind: unknown field; known fields: type, resources",
+                 "scoringStrategy.kind: unknown field; known fields: type, resources, "
+                 "requestedToCapacityRatio",
                  id="no close name lists the known ones"),
     pytest.param({"apiVersion": "v1"},
                  "apiVersion: unknown field; known fields: schedulerName, plugins, "
                  "scoringStrategy, percentageOfNodesToScore, leaderElection, metricsAddress, "
                  "bindConcurrency, bindTimeoutSeconds, podInitialBackoffSeconds, "
                  "podMaxBackoffSeconds, podMaxInUnschedulablePodsSeconds, assumedPodTTLSeconds, "
-                 "logLevel, seed, scheduleFragment, fragments, storage, virtualNodes, rebalancer",
+                 "logLevel, seed, scheduleFragment, fragments, storage, virtualNodes, rebalancer, "
+                 "preemption, podTopologySpread",
                      id="kube header"),
 ])
 def test_unknown_field_suggestion(document: object, message: str) -> None:
@@ -454,6 +531,13 @@ CUSTOM = {
 @pytest.mark.parametrize("document", [
     pytest.param({}, id="defaults"),
     pytest.param(CUSTOM, id="customized"),
+    pytest.param({"scoringStrategy": {
+        "type": "RequestedToCapacityRatio",
+        "resources": [{"name": "cpu", "weight": 3}, {"name": "nvidia.com/gpu", "weight": 5}],
+        "requestedToCapacityRatio": {"shape": [{"utilization": 0, "score": 0},
+                                               {"utilization": 80, "score": 10},
+                                               {"utilization": 100, "score": 2}]}}},
+        id="RequestedToCapacityRatio"),
 ])
 def test_round_trip_through_dump_config(document: dict[str, Any]) -> None:
     config = parse_config(document, SRC)
@@ -479,7 +563,7 @@ def test_dump_is_camel_case_and_plain_data() -> None:
         "leaderElection", "metricsAddress", "bindConcurrency", "bindTimeoutSeconds",
         "podInitialBackoffSeconds", "podMaxBackoffSeconds", "podMaxInUnschedulablePodsSeconds",
         "assumedPodTTLSeconds", "logLevel", "seed", "scheduleFragment", "fragments", "storage",
-        "virtualNodes", "rebalancer"]
+        "virtualNodes", "rebalancer", "preemption", "podTopologySpread"]
     assert dumped["plugins"]["score"]["NodeAffinity"] == {"weight": 2}
     assert dumped["leaderElection"]["leaseDurationSeconds"] == 15
     assert isinstance(dumped["leaderElection"]["leaseDurationSeconds"], int)
@@ -698,3 +782,39 @@ def test_pool_labels_round_trip() -> None:
                           ("topology.kubernetes.io/zone", "westeurope-1"))
     assert eci.labels == ()
     assert parse_config(dump_config(config), "x").virtual_nodes == config.virtual_nodes
+
+
+def test_preemption_defaults_and_round_trip() -> None:
+    config = SchedulerConfig()
+    assert config.preemption.enabled and config.preemption.order == "PreemptThenBurst"
+    assert config.preemption.victims == "OwnPods"
+    assert (config.preemption.min_candidate_nodes_percentage,
+            config.preemption.min_candidate_nodes_absolute) == (10, 100)
+    given = parse_config({"preemption": {"enabled": False, "order": "BurstThenPreempt",
+                                         "victims": "AllPods",
+                                         "minCandidateNodesPercentage": 0,
+                                         "minCandidateNodesAbsolute": 5}}, "x")
+    assert given.preemption.order == "BurstThenPreempt" and not given.preemption.enabled
+    assert given.preemption.victims == "AllPods"
+    assert parse_config(dump_config(given), "x").preemption == given.preemption
+
+
+@pytest.mark.parametrize(("document", "message"), [
+    pytest.param({"preemption": {"order": "PreemptFirst"}},
+                 "preemption.order: must be one of PreemptThenBurst, BurstThenPreempt, "
+                 'got "PreemptFirst" (did you mean "PreemptThenBurst"?)', id="unknown order"),
+    pytest.param({"preemption": {"victims": "ownpods"}},
+                 'preemption.victims: must be one of OwnPods, AllPods, got "ownpods" '
+                 '(did you mean "OwnPods"?)', id="victims case"),
+    pytest.param({"preemption": {"minCandidateNodesPercentage": 101}},
+                 "preemption.minCandidateNodesPercentage: must be an integer between 0 and 100, "
+                 "got 101", id="percentage above 100"),
+    pytest.param({"preemption": {"minCandidateNodesPercentage": 0,
+                                 "minCandidateNodesAbsolute": 0}},
+                 "preemption.minCandidateNodesAbsolute: cannot be zero at the same time as "
+                 "minCandidateNodesPercentage", id="both zero"),
+    pytest.param({"preemption": {"victim": "AllPods"}},
+                 'preemption.victim: unknown field (did you mean "victims"?)', id="misspelt"),
+])
+def test_preemption_rejects_bad_values(document: object, message: str) -> None:
+    assert error_of(document) == f"{SRC}: {message}"

@@ -1,5 +1,6 @@
 """The pipeline's incremental path (row-local answers recomputed for changed rows only, per-row
-scalar methods for a handful of rows) must choose exactly what the full path chooses."""
+scalar methods for a handful of rows) must choose exactly what the full path chooses — also when
+a score that is not row-local (ImageLocality's spread) moves on rows that did not change."""
 
 from __future__ import annotations
 
@@ -59,11 +60,19 @@ def pods(draw: Any) -> list[dict[str, Any]]:
     return out
 
 
+STRATEGIES: list[dict[str, Any]] = [
+    {"type": "LeastAllocated"}, {"type": "MostAllocated"},
+    {"type": "RequestedToCapacityRatio", "requestedToCapacityRatio": {"shape": [
+        {"utilization": 0, "score": 2}, {"utilization": 40, "score": 10},
+        {"utilization": 100, "score": 0}]}}]
+
+
 @settings(max_examples=150, deadline=None)
-@given(nodes(), pods(), st.sampled_from(["LeastAllocated", "MostAllocated"]))
+@given(nodes(), pods(), st.sampled_from(STRATEGIES))
 def test_incremental_and_full_paths_choose_the_same_nodes(
-        node_objs: list[dict[str, Any]], pod_objs: list[dict[str, Any]], strategy: str) -> None:
-    config = parse_config({"scoringStrategy": {"type": strategy}}, "test")
+        node_objs: list[dict[str, Any]], pod_objs: list[dict[str, Any]],
+        strategy: dict[str, Any]) -> None:
+    config = parse_config({"scoringStrategy": strategy}, "test")
     caches = [Cache(), Cache()]
     for cache in caches:
         for n in node_objs:
@@ -96,7 +105,10 @@ def test_per_row_methods_agree_with_the_vectorized_plugins(
     ctx = CycleContext.for_pod(pod_info(pod_objs[-1]), cache.table)
     everything = np.ones(ctx.n, np.bool_)
     for plugin in (NodeResourcesFit(strategy="LeastAllocated"),
-                   NodeResourcesFit(strategy="MostAllocated"), BalancedAllocation()):
+                   NodeResourcesFit(strategy="MostAllocated"),
+                   NodeResourcesFit(strategy="RequestedToCapacityRatio",
+                                    shape=[(0, 0), (50, 10), (100, 3)]),
+                   BalancedAllocation()):
         vector = plugin.score(ctx, everything)
         assert [plugin.score_row(ctx, s) for s in range(ctx.n)] == vector.tolist()
     for f in (NodeResourcesFit(), NodeUnschedulable()):
@@ -173,6 +185,51 @@ def test_the_fast_path_with_an_extending_override_chooses_like_the_full_path(
             if result.node is not None:
                 cache.assume(pod, result.node)
         assert chosen[0] == chosen[1]
+
+
+MiB = 2**20
+IMAGES = [("app:v1", 900 * MiB), ("app:v2", 1200 * MiB), ("db:latest", 3000 * MiB)]
+IMAGE_SETS = st.lists(st.sampled_from(IMAGES), unique=True, max_size=2)
+
+
+@settings(max_examples=100, deadline=None)
+@given(nodes(), pods(), st.lists(st.tuples(st.integers(0, 11), IMAGE_SETS), max_size=25),
+       st.lists(st.sampled_from(["app:v1", "app:v2", "db"]), min_size=1, max_size=2))
+def test_image_changes_on_other_rows_reach_the_fast_path(
+        node_objs: list[dict[str, Any]], pod_objs: list[dict[str, Any]],
+        pulls: list[tuple[int, list[tuple[str, int]]]], images: list[str]) -> None:
+    """Between pods, a node pulls or drops images: the spread of an image changes the score
+    of every node holding it, rows the table did not touch included. ImageLocality must not be
+    answered from the row-local memo (the profile runs it for every pod)."""
+    config = parse_config({}, "test")
+    assert "ImageLocality" in config.plugins.score_weights
+    caches = [Cache(), Cache()]
+    for cache in caches:
+        for n in node_objs:
+            cache.set_node(node_info(n))
+    full = Pipeline(build_profile(config), seed=4, incremental=False)
+    fast = Pipeline(build_profile(config), seed=4, incremental=True)
+    for i, obj in enumerate(pod_objs):
+        if i < len(pulls):
+            row, listed = pulls[i]
+            node = node_objs[row % len(node_objs)]
+            changed = {**node, "status": {**node["status"], "images": [
+                {"names": [name], "sizeBytes": size} for name, size in listed]}}
+            for cache in caches:
+                cache.set_node(node_info(changed))
+        spec = {**obj["spec"], "containers": obj["spec"]["containers"] + [
+            {"name": f"img{j}", "image": image} for j, image in enumerate(images)]}
+        results = []
+        for cache, pipeline in zip(caches, (full, fast)):
+            pod = pod_info({**obj, "spec": spec})
+            result = pipeline.schedule(CycleContext.for_pod(pod, cache.table))
+            results.append(result)
+            if result.node is not None:
+                cache.assume(pod, result.node)
+        assert results[0].node == results[1].node
+        if results[0].total is not None and results[1].total is not None:
+            feasible = results[0].filtered.feasible
+            assert results[0].total[feasible].tolist() == results[1].total[feasible].tolist()
 
 
 def test_changed_since_lists_the_rows_a_scan_would_find() -> None:

@@ -1,6 +1,7 @@
 """The whole vectorized pipeline against a plain per-node reference of the same rules: every
 node is charged to the first filter (in profile order) that rejects it, feasible nodes are
-scored with kube's default weights, and the pipeline picks one of the reference's best nodes."""
+scored with kube's default weights, and the pipeline picks one of the reference's best nodes.
+ImageLocality's spread counts every node, feasible or not."""
 
 from __future__ import annotations
 
@@ -24,7 +25,10 @@ from tests.unit.plugins.builders import expr, make_node, make_pod
 FILTERS = ["NodeUnschedulable", "NodeName", "TaintToleration", "NodeAffinity", "NodePorts",
            "NodeResourcesFit"]
 WEIGHTS = {"TaintToleration": 3, "NodeAffinity": 2, "NodeResourcesFit": 1,
-           "NodeResourcesBalancedAllocation": 1}
+           "NodeResourcesBalancedAllocation": 1, "ImageLocality": 1}
+MiB = 2**20
+NODE_IMAGES = [("web:1", 600 * MiB), ("web:2", 600 * MiB), ("db:latest", 1500 * MiB),
+               ("tiny:latest", 10 * MiB)]
 REF_FILTERS = [ref.node_unschedulable, ref.node_name, ref.taint_toleration, ref.node_affinity,
                ref.node_ports, ref.node_resources_fit]
 
@@ -43,6 +47,9 @@ def scenario(draw: Any) -> tuple[list[dict[str, Any]], list[tuple[int, dict[str,
             b.taint(draw(st.sampled_from(["k1", "k2"])), "v", effect)
         if draw(st.integers(0, 6)) == 0:
             b.unschedulable()
+        for name, size in draw(st.lists(st.sampled_from(NODE_IMAGES), unique=True,
+                                        max_size=3)):
+            b.image(name, size=size)
         nodes.append(b.obj())
     existing = []
     for j in range(draw(st.integers(0, 6))):
@@ -63,6 +70,9 @@ def scenario(draw: Any) -> tuple[list[dict[str, Any]], list[tuple[int, dict[str,
             st.sampled_from("abc"))))
     if draw(st.booleans()):
         pod.host_port(8080)
+    for image in draw(st.lists(st.sampled_from(["web:1", "web:2", "db", "tiny", "other"]),
+                               max_size=2)):
+        pod.image(image)
     return nodes, existing, pod.obj()
 
 
@@ -105,8 +115,12 @@ def test_pipeline_matches_the_per_node_reference(
         totals[name] += 3 * score
     for name, score in zip([n.name for n in feasible], ref.node_affinity_score(pod, feasible)):
         totals[name] += 2 * score
+    images = ref.RefImageStates()
+    for n in node_objs:
+        images.set_node(n["metadata"]["name"], n["status"].get("images", []))
     for n in feasible:
         totals[n.name] += ref.least_allocated(pod, n) + ref.balanced_allocation(pod, n)
+        totals[n.name] += ref.image_locality(pod, images.node_states(n.name), len(node_objs))
     best = max(totals.values())
     assert result.node in {name for name, t in totals.items() if t == best}
     if result.total is not None:

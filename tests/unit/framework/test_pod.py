@@ -105,3 +105,20 @@ def test_an_unreadable_pod_has_no_partial() -> None:
     with pytest.raises(PodSpecError) as exc:
         pod_info(spec(affinity=["x"]))
     assert exc.value.partial is None
+
+
+@pytest.mark.parametrize("body, images", [
+    pytest.param(spec(containers=[{"name": "a", "image": "nginx"},
+                                  {"name": "b", "image": "gcr.io/app:v1"}]),
+                 ("nginx:latest", "gcr.io/app:v1"), id="normalized, in container order"),
+    pytest.param(spec(initContainers=[{"name": "i", "image": "busybox", "restartPolicy": "Always"},
+                                      {"name": "j", "image": "busybox"}],
+                      containers=[{"name": "a", "image": "busybox:latest"}]),
+                 ("busybox:latest",) * 3, id="init containers first, duplicates kept"),
+    pytest.param(spec(containers=[{"name": "a"}, {"name": "b", "image": 7}]),
+                 (":latest", ":latest"), id="a container without an image still counts"),
+    pytest.param({"metadata": {"name": "p"}, "spec": {}}, (), id="no containers"),
+])
+def test_images(body: dict[str, Any], images: tuple[str, ...]) -> None:
+    """What ImageLocality reads: one name per container, as kube's normalizedImageName."""
+    assert pod_info(body).images == images

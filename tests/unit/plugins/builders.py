@@ -6,7 +6,8 @@ Tests describe objects the way they read::
     make_pod("web").req(cpu="100m", memory="1Gi").node_selector(zone="a")
         .toleration("gpu", "true", effect="NoSchedule").obj()
     make_node("n1").capacity(cpu="4", memory="32Gi", pods=110).label("zone", "a")
-        .taint("gpu", "true").obj()
+        .taint("gpu", "true").image("nginx:1.25", "docker.io/library/nginx:1.25", size=70 * MB)
+        .obj()
 
 ``obj()`` returns a fresh plain dict (the shape the informers decode), so a builder can be reused
 and its output fed to :func:`pyscheduler.framework.pod.pod_info` and
@@ -14,6 +15,13 @@ and its output fed to :func:`pyscheduler.framework.pod.pod_info` and
 pods into a :class:`NodeTable` and :func:`context` opens a scheduling cycle over it;
 :func:`outcome` and :func:`scores` read a plugin's arrays back per node name, checking the filter
 contract on the way.
+
+Storage objects for the volume plugins are built the same way (``make_pvc``, ``make_pv``,
+``make_storage_class``, ``make_csinode``) and fed to a table's catalog with :func:`feed`::
+
+    make_pvc("data").cls("local").request("5Gi").obj()
+    make_pv("pv-1").cls("local").capacity("10Gi").node_affinity("kubernetes.io/hostname", "n1")
+        .obj()
 """
 
 from __future__ import annotations
@@ -32,12 +40,19 @@ __all__ = [
     "verdicts",
     "NodeBuilder",
     "PodBuilder",
+    "ClaimBuilder",
+    "VolumeBuilder",
     "build_table",
     "context",
+    "feed",
     "expr",
     "field",
+    "make_csinode",
     "make_node",
     "make_pod",
+    "make_pv",
+    "make_pvc",
+    "make_storage_class",
     "outcome",
     "rows",
     "scores",
@@ -90,6 +105,7 @@ class PodBuilder:
             "metadata": {"name": name, "namespace": namespace, "uid": f"uid-{namespace}-{name}"},
             "spec": {"schedulerName": "pyscheduler", "containers": []},
         }
+        self._bare = False
 
     @property
     def _spec(self) -> Obj:
@@ -123,6 +139,19 @@ class PodBuilder:
         if ports:
             c["ports"] = [dict(p) for p in ports]
         containers.append(c)
+        return self
+
+    def image(self, image: str, *, init: bool = False) -> PodBuilder:
+        """Add a container (or an init container) running ``image``, requesting nothing."""
+        key = "initContainers" if init else "containers"
+        containers: list[Obj] = self._spec.setdefault(key, [])
+        containers.append({"name": f"{key[:4]}{len(containers)}", "image": image})
+        return self
+
+    def bare(self) -> PodBuilder:
+        """Keep the containers list as built, even empty (kube's ``st.MakePod()``: no default
+        container, so no default non-zero requests either)."""
+        self._bare = True
         return self
 
     def req(self, resources: Mapping[str, Quantity | None] | None = None, /, *,
@@ -193,9 +222,21 @@ class PodBuilder:
         self._spec.setdefault("tolerations", []).append(t)
         return self
 
+    def pvc(self, claim: str, volume: str = "") -> PodBuilder:
+        """Mount PersistentVolumeClaim ``claim`` (kube's ``PVC``), as volume ``volume``."""
+        self._spec.setdefault("volumes", []).append(
+            {"name": volume or claim, "persistentVolumeClaim": {"claimName": claim}})
+        return self
+
+    def ephemeral(self, volume: str) -> PodBuilder:
+        """Add a generic ephemeral volume; its claim is ``<pod name>-<volume>``."""
+        self._spec.setdefault("volumes", []).append(
+            {"name": volume, "ephemeral": {"volumeClaimTemplate": {"spec": {}}}})
+        return self
+
     def obj(self) -> Obj:
         pod = copy.deepcopy(self._pod)
-        if not pod["spec"]["containers"]:
+        if not pod["spec"]["containers"] and not self._bare:
             pod["spec"]["containers"] = [{"name": "c0", "image": "registry.k8s.io/pause:3.9"}]
         return pod
 
@@ -242,8 +283,217 @@ class NodeBuilder:
         self._node["spec"]["unschedulable"] = cordoned
         return self
 
+    def image(self, *names: str, size: int) -> NodeBuilder:
+        """List an image in ``status.images`` under ``names``, of ``size`` bytes."""
+        self._node["status"].setdefault("images", []).append(
+            {"names": list(names), "sizeBytes": size})
+        return self
+
     def obj(self) -> Obj:
         return copy.deepcopy(self._node)
+
+
+class ClaimBuilder:
+    """Builds a PersistentVolumeClaim JSON dict (defaulted as the API server stores it)."""
+
+    def __init__(self, name: str, namespace: str) -> None:
+        self._obj: Obj = {
+            "apiVersion": "v1", "kind": "PersistentVolumeClaim",
+            "metadata": {"name": name, "namespace": namespace,
+                         "uid": f"pvc-uid-{namespace}-{name}"},
+            "spec": {"accessModes": ["ReadWriteOnce"], "volumeMode": "Filesystem",
+                     "resources": {"requests": {"storage": "1Gi"}}},
+            "status": {"phase": "Pending"}}
+
+    def _annotate(self, key: str, value: str) -> ClaimBuilder:
+        self._obj["metadata"].setdefault("annotations", {})[key] = value
+        return self
+
+    def cls(self, name: str) -> ClaimBuilder:
+        self._obj["spec"]["storageClassName"] = name
+        return self
+
+    def beta_cls(self, name: str) -> ClaimBuilder:
+        """The class as the deprecated ``volume.beta.kubernetes.io/storage-class`` annotation."""
+        return self._annotate("volume.beta.kubernetes.io/storage-class", name)
+
+    def request(self, storage: Quantity) -> ClaimBuilder:
+        self._obj["spec"]["resources"]["requests"]["storage"] = storage
+        return self
+
+    def access(self, *modes: str) -> ClaimBuilder:
+        self._obj["spec"]["accessModes"] = list(modes)
+        return self
+
+    def mode(self, volume_mode: str) -> ClaimBuilder:
+        self._obj["spec"]["volumeMode"] = volume_mode
+        return self
+
+    def attributes_class(self, name: str) -> ClaimBuilder:
+        self._obj["spec"]["volumeAttributesClassName"] = name
+        return self
+
+    def selector(self, **labels: str) -> ClaimBuilder:
+        self._obj["spec"]["selector"] = {"matchLabels": dict(labels)}
+        return self
+
+    def bound(self, volume: str) -> ClaimBuilder:
+        """Bound by the PV controller: ``volumeName`` and ``bind-completed``."""
+        self._obj["spec"]["volumeName"] = volume
+        self._obj["status"]["phase"] = "Bound"
+        return self._annotate("pv.kubernetes.io/bind-completed", "yes")
+
+    def prebound(self, volume: str) -> ClaimBuilder:
+        """``volumeName`` set by a user, the binding not completed yet."""
+        self._obj["spec"]["volumeName"] = volume
+        return self
+
+    def lost(self) -> ClaimBuilder:
+        self._obj["status"]["phase"] = "Lost"
+        return self
+
+    def selected_node(self, node: str) -> ClaimBuilder:
+        return self._annotate("volume.kubernetes.io/selected-node", node)
+
+    def deleting(self) -> ClaimBuilder:
+        self._obj["metadata"]["deletionTimestamp"] = "2024-01-01T00:00:00Z"
+        return self
+
+    def owned_by(self, pod: Obj) -> ClaimBuilder:
+        """Controlled by ``pod`` (a generic ephemeral volume's claim)."""
+        meta = pod["metadata"]
+        self._obj["metadata"]["ownerReferences"] = [
+            {"apiVersion": "v1", "kind": "Pod", "name": meta["name"], "uid": meta["uid"],
+             "controller": True}]
+        return self
+
+    def obj(self) -> Obj:
+        return copy.deepcopy(self._obj)
+
+
+class VolumeBuilder:
+    """Builds a PersistentVolume JSON dict (``Available`` unless told otherwise)."""
+
+    def __init__(self, name: str) -> None:
+        self._obj: Obj = {
+            "apiVersion": "v1", "kind": "PersistentVolume",
+            "metadata": {"name": name},
+            "spec": {"accessModes": ["ReadWriteOnce"], "capacity": {"storage": "1Gi"},
+                     "volumeMode": "Filesystem", "persistentVolumeReclaimPolicy": "Retain",
+                     "hostPath": {"path": f"/mnt/{name}"}},
+            "status": {"phase": "Available"}}
+
+    def cls(self, name: str) -> VolumeBuilder:
+        self._obj["spec"]["storageClassName"] = name
+        return self
+
+    def capacity(self, storage: Quantity) -> VolumeBuilder:
+        self._obj["spec"]["capacity"]["storage"] = storage
+        return self
+
+    def access(self, *modes: str) -> VolumeBuilder:
+        self._obj["spec"]["accessModes"] = list(modes)
+        return self
+
+    def mode(self, volume_mode: str) -> VolumeBuilder:
+        self._obj["spec"]["volumeMode"] = volume_mode
+        return self
+
+    def attributes_class(self, name: str) -> VolumeBuilder:
+        self._obj["spec"]["volumeAttributesClassName"] = name
+        return self
+
+    def phase(self, phase: str) -> VolumeBuilder:
+        self._obj["status"]["phase"] = phase
+        return self
+
+    def label(self, key: str, value: str) -> VolumeBuilder:
+        self._obj["metadata"].setdefault("labels", {})[key] = value
+        return self
+
+    def claim_ref(self, claim: Obj | str, namespace: str = "default",
+                  uid: str | None = None) -> VolumeBuilder:
+        """Bound or pre-bound to a claim (its dict, or a name in ``namespace``)."""
+        if isinstance(claim, str):
+            ref: Obj = {"kind": "PersistentVolumeClaim", "namespace": namespace, "name": claim}
+        else:
+            meta = claim["metadata"]
+            ref = {"kind": "PersistentVolumeClaim", "namespace": meta["namespace"],
+                   "name": meta["name"], "uid": meta["uid"]}
+        if uid is not None:
+            ref["uid"] = uid
+        self._obj["spec"]["claimRef"] = ref
+        self._obj["status"]["phase"] = "Bound"
+        return self
+
+    def node_term(self, *expressions: Obj, fields: Sequence[Obj] = ()) -> VolumeBuilder:
+        """Add a ``nodeAffinity.required`` term (terms ORed, requirements ANDed)."""
+        required = self._obj["spec"].setdefault("nodeAffinity", {}).setdefault(
+            "required", {"nodeSelectorTerms": []})
+        required["nodeSelectorTerms"].append(_term(expressions, fields))
+        return self
+
+    def node_affinity(self, key: str, *values: str) -> VolumeBuilder:
+        """A required term ``key In values`` (a local volume's hostname)."""
+        return self.node_term(expr(key, "In", *values))
+
+    def csi(self, driver: str, handle: str = "") -> VolumeBuilder:
+        spec = self._obj["spec"]
+        spec.pop("hostPath", None)
+        spec["csi"] = {"driver": driver, "volumeHandle": handle or self._obj["metadata"]["name"]}
+        return self
+
+    def deleting(self) -> VolumeBuilder:
+        self._obj["metadata"]["deletionTimestamp"] = "2024-01-01T00:00:00Z"
+        return self
+
+    def obj(self) -> Obj:
+        return copy.deepcopy(self._obj)
+
+
+def make_pvc(name: str, namespace: str = "default") -> ClaimBuilder:
+    return ClaimBuilder(name, namespace)
+
+
+def make_pv(name: str) -> VolumeBuilder:
+    return VolumeBuilder(name)
+
+
+def make_storage_class(name: str, provisioner: str = "kubernetes.io/no-provisioner", *,
+                       mode: str = "WaitForFirstConsumer",
+                       topologies: Sequence[Mapping[str, Sequence[str]]] = ()) -> Obj:
+    """A StorageClass; each of ``topologies`` is one allowedTopologies term, key -> values."""
+    sc: Obj = {"apiVersion": "storage.k8s.io/v1", "kind": "StorageClass",
+               "metadata": {"name": name}, "provisioner": provisioner,
+               "reclaimPolicy": "Delete", "volumeBindingMode": mode}
+    if topologies:
+        sc["allowedTopologies"] = [
+            {"matchLabelExpressions": [{"key": k, "values": list(v)} for k, v in term.items()]}
+            for term in topologies]
+    return sc
+
+
+def make_csinode(node: str, limits: Mapping[str, int | None]) -> Obj:
+    """A CSINode listing the drivers in ``limits`` (None: a driver without a limit)."""
+    drivers = []
+    for driver, count in limits.items():
+        entry: Obj = {"name": driver, "nodeID": node, "topologyKeys": None}
+        if count is not None:
+            entry["allocatable"] = {"count": count}
+        drivers.append(entry)
+    return {"apiVersion": "storage.k8s.io/v1", "kind": "CSINode",
+            "metadata": {"name": node}, "spec": {"drivers": drivers}}
+
+
+def feed(table: NodeTable, objects: Iterable[Obj]) -> NodeTable:
+    """Add claims, volumes, storage classes and CSI nodes to the table's catalog, as the
+    informers do."""
+    catalog = table.volumes
+    setters = {"PersistentVolumeClaim": catalog.set_claim, "PersistentVolume": catalog.set_volume,
+               "StorageClass": catalog.set_class, "CSINode": catalog.set_csinode}
+    for obj in objects:
+        setters[obj["kind"]](obj)
+    return table
 
 
 def make_pod(name: str = "pod", namespace: str = "default") -> PodBuilder:
@@ -275,9 +525,11 @@ def build_table(nodes: Iterable[Obj], pods: Mapping[str, Iterable[Obj]] | None =
 
 
 def context(pod: Obj, nodes: Iterable[Obj], pods: Mapping[str, Iterable[Obj]] | None = None,
-            removed: Iterable[str] = ()) -> CycleContext:
-    """A scheduling cycle for ``pod`` over a fresh table."""
-    return CycleContext.for_pod(pod_info(pod), build_table(nodes, pods, removed))
+            removed: Iterable[str] = (), storage: Iterable[Obj] = ()) -> CycleContext:
+    """A scheduling cycle for ``pod`` over a fresh table (its catalog fed with ``storage``:
+    claims, volumes, storage classes, CSI nodes)."""
+    table = feed(build_table(nodes, pods, removed), storage)
+    return CycleContext.for_pod(pod_info(pod), table)
 
 
 # -- reading results back -----------------------------------------------------------------------

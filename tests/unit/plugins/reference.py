@@ -28,7 +28,9 @@ from pyscheduler.framework.pod import (
 __all__ = [
     "RefNode",
     "balanced_allocation",
+    "RefImageStates",
     "default_normalize_score",
+    "image_locality",
     "least_allocated",
     "most_allocated",
     "most_free_memory",
@@ -38,6 +40,7 @@ __all__ = [
     "node_ports",
     "node_resources_fit",
     "node_unschedulable",
+    "requested_to_capacity_ratio",
     "taint_toleration",
     "taint_toleration_score",
     "untolerated_taints",
@@ -371,3 +374,122 @@ def balanced_allocation(pod: PodInfo, node: RefNode,
             squares = squares + (fraction - mean) * (fraction - mean)
         std = math.sqrt(squares / float(len(fractions)))
     return int((1 - std) * float(MAX_NODE_SCORE))
+
+
+def _go_round(x: float) -> int:
+    """Go's ``math.Round`` for non-negative values: halves away from zero."""
+    return math.floor(x + 0.5)
+
+
+def _shape_score(shape: Sequence[tuple[int, int]], p: int) -> int:
+    """``BuildBrokenLinearFunction`` over points already scaled to 0..100, step by step."""
+    for i in range(len(shape)):
+        if p <= shape[i][0]:
+            if i == 0:
+                return shape[0][1]
+            rise = (shape[i][1] - shape[i - 1][1]) * (p - shape[i - 1][0])
+            run = shape[i][0] - shape[i - 1][0]
+            return shape[i - 1][1] + int(rise / run)  # Go: truncation toward zero
+    return shape[len(shape) - 1][1]
+
+
+def requested_to_capacity_ratio(pod: PodInfo, node: RefNode,
+                                resources: Sequence[tuple[str, int]],
+                                shape: Sequence[tuple[int, int]]) -> int:
+    """``requestedToCapacityRatioScorer`` with ``resourceAllocationScorer``'s pairs."""
+    scaled = [(u, s * 10) for u, s in shape]
+    node_score = weight_sum = 0
+    for resource, weight in resources:
+        alloc, req = _allocatable_requested(pod, node, resource, nonzero=True)
+        if alloc == 0:
+            continue
+        if req > alloc:
+            score = _shape_score(scaled, 100)
+        else:
+            score = _shape_score(scaled, req * 100 // alloc)
+        if score > 0:
+            node_score += score * weight
+            weight_sum += weight
+    if weight_sum == 0:
+        return 0
+    return _go_round(float(node_score) / float(weight_sum))
+
+
+# -- ImageLocality ------------------------------------------------------------------------------
+
+def _size(raw: object) -> int:
+    """A ``sizeBytes`` as pyscheduler counts it (see nodetable's ``NodeImages``)."""
+    if isinstance(raw, bool) or not isinstance(raw, int) or raw < 0:
+        return 0
+    return min(raw, 2**53)
+
+
+class RefImageStates:
+    """kube's scheduler cache image bookkeeping written out: ``imageStates`` (name -> size and
+    the set of nodes listing it) kept by ``addNodeImageStates`` / ``removeNodeImageStates``,
+    from the nodes' raw ``status.images``."""
+
+    def __init__(self) -> None:
+        self.states: dict[str, tuple[int, set[str]]] = {}
+        self.images: dict[str, list[dict[str, object]]] = {}
+
+    def set_node(self, name: str, images: list[dict[str, object]]) -> None:
+        """AddNode / UpdateNode: the old list's names are removed, then the new ones added."""
+        self.remove_node(name)
+        self.images[name] = images
+        for image in images:
+            names = image.get("names")
+            for image_name in names if isinstance(names, list) else []:
+                if not isinstance(image_name, str):
+                    continue
+                if image_name not in self.states:
+                    self.states[image_name] = (_size(image.get("sizeBytes")), {name})
+                else:
+                    self.states[image_name][1].add(name)
+
+    def remove_node(self, name: str) -> None:
+        for image in self.images.pop(name, []):
+            names = image.get("names")
+            for image_name in names if isinstance(names, list) else []:
+                state = self.states.get(image_name) if isinstance(image_name, str) else None
+                if state is not None:
+                    state[1].discard(name)
+                    if not state[1]:
+                        del self.states[image_name]
+
+    def node_states(self, name: str) -> dict[str, tuple[int, int]]:
+        """The node's ``ImageStates``: each name it lists -> (size, number of nodes)."""
+        out = {}
+        for image in self.images.get(name, []):
+            names = image.get("names")
+            for image_name in names if isinstance(names, list) else []:
+                if isinstance(image_name, str):
+                    size, nodes = self.states[image_name]
+                    out[image_name] = (size, len(nodes))
+        return out
+
+
+def _normalized(image: str) -> str:
+    if image.rfind(":") <= image.rfind("/"):
+        return image + ":latest"
+    return image
+
+
+def image_locality(pod: PodInfo, states: dict[str, tuple[int, int]], total_nodes: int) -> int:
+    """``ImageLocality.Score`` for one node, from the pod's raw containers."""
+    spec = pod.raw.get("spec") or {}
+    containers = list(spec.get("initContainers") or []) + list(spec.get("containers") or [])
+    total = 0
+    for container in containers:
+        image = container.get("image")
+        state = states.get(_normalized(image if isinstance(image, str) else ""))
+        if state is not None:
+            size, nodes = state
+            total += int(float(size) * (float(nodes) / float(total_nodes)))
+    most = 1000 * 1024 * 1024 * len(containers)
+    least = 23 * 1024 * 1024
+    if total < least:
+        total = least
+    elif total > most:
+        total = most
+    return MAX_NODE_SCORE * (total - least) // (most - least)

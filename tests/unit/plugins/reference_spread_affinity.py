@@ -202,19 +202,21 @@ def spread_score(rows: Sequence[Row], pod: PodInfo, feasible: Sequence[bool]) ->
     if not constraints:
         return scores
     filtered = [i for i, row in enumerate(rows) if feasible[i] and row.node is not None]
+    # PreScore: only the system defaults let nodes lack a topology key.
+    require_all = not any(c.system_default for c in constraints)
     # initPreScoreState
     ignored: set[int] = set()
     tp_counts: list[dict[str, int]] = [{} for _ in constraints]
     topo_size = [0] * len(constraints)
     for i in filtered:
         labels = rows[i].labels
-        if any(c.topology_key not in labels for c in constraints):
+        if require_all and any(c.topology_key not in labels for c in constraints):
             ignored.add(i)
             continue
         for j, c in enumerate(constraints):
             if c.topology_key == HOSTNAME:
                 continue
-            value = labels[c.topology_key]
+            value = labels.get(c.topology_key, "")  # Go: a missing label reads as ""
             if value not in tp_counts[j]:
                 tp_counts[j][value] = 0
                 topo_size[j] += 1
@@ -225,12 +227,13 @@ def spread_score(rows: Sequence[Row], pod: PodInfo, feasible: Sequence[bool]) ->
     # PreScore over all nodes.
     for row in rows:
         node = row.node
-        if node is None or any(c.topology_key not in node.labels for c in constraints):
+        if node is None or (require_all and any(c.topology_key not in node.labels
+                                                for c in constraints)):
             continue
         for j, c in enumerate(constraints):
             if not _inclusion(c, pod, node):
                 continue
-            value = node.labels[c.topology_key]
+            value = node.labels.get(c.topology_key, "")
             if value not in tp_counts[j]:
                 continue
             tp_counts[j][value] += _count_pods_match_selector(row.pods, c.selector, pod.namespace)
@@ -242,6 +245,8 @@ def spread_score(rows: Sequence[Row], pod: PodInfo, feasible: Sequence[bool]) ->
             continue
         total = 0.0
         for j, c in enumerate(constraints):
+            if c.topology_key not in rows[i].labels:
+                continue
             value = rows[i].labels[c.topology_key]
             if c.topology_key == HOSTNAME:
                 cnt = _count_pods_match_selector(rows[i].pods, c.selector, pod.namespace)

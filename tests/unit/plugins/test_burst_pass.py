@@ -82,6 +82,16 @@ def real_node(name: str, cpu: str = "4", zone: str = "a") -> Obj:
     pytest.param({**make_pod().obj(), "spec": {**make_pod().obj()["spec"], "volumes": [
         {"name": "cfg", "configMap": {"name": "c"}}, {"name": "ssd", "local": {"path": "/m"}}]}},
         "volume ssd is a local volume", id="local volume"),
+    pytest.param({**make_pod().obj(), "spec": {**make_pod().obj()["spec"], "volumes": [
+        {"name": "data", "persistentVolumeClaim": {"claimName": "data"}}]}},
+        "volume data is a PersistentVolumeClaim, which a cloud pool cannot attach",
+        id="persistent volume claim"),
+    pytest.param({**make_pod().obj(), "spec": {**make_pod().obj()["spec"], "volumes": [
+        {"name": "scratch", "ephemeral": {"volumeClaimTemplate": {"spec": {}}}}]}},
+        "volume scratch is a PersistentVolumeClaim, which a cloud pool cannot attach",
+        id="generic ephemeral volume"),
+    pytest.param({**make_pod().obj(), "spec": {**make_pod().obj()["spec"], "volumes": [
+        {"name": "tmp", "emptyDir": {}}]}}, None, id="emptyDir may burst"),
 ])
 def test_burst_eligible(pod: Obj, reason: str | None) -> None:
     assert burst_blocker(pod) == reason

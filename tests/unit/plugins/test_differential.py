@@ -5,6 +5,10 @@ already running with requests and host ports, some nodes removed again to leave 
 pods (requests, node selectors, required and preferred affinity with every operator, tolerations,
 host ports, a node name). For each plugin, the pass mask and the reasons of every node, and the
 scores of a random set of scored nodes, must equal :mod:`tests.unit.plugins.reference`.
+
+ImageLocality's scenarios are sequences of node events (added, updated with other images,
+removed) against kube's cache bookkeeping written out (:class:`reference.RefImageStates`), since
+its index is maintained incrementally and its spread depends on every node.
 """
 
 from __future__ import annotations
@@ -19,9 +23,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from pyscheduler.framework.interface import CycleContext, FilterPlugin, ScorePlugin
-from pyscheduler.framework.nodetable import BoolArray, NodeTable, RowView
+from pyscheduler.framework.nodetable import BoolArray, NodeTable, RowView, node_info
 from pyscheduler.framework.pod import pod_info
 from pyscheduler.plugins.balanced_allocation import BalancedAllocation
+from pyscheduler.plugins.image_locality import ImageLocality
 from pyscheduler.plugins.node_affinity import NodeAffinity
 from pyscheduler.plugins.node_name import NodeName
 from pyscheduler.plugins.node_ports import NodePorts
@@ -335,6 +340,29 @@ def test_node_resources_fit_score(s: Scenario, resources: list[tuple[str, int]])
                            reference.most_free_memory)
 
 
+SHAPES = [
+    [(0, 0), (100, 10)],
+    [(0, 10), (100, 0)],
+    [(0, 2), (40, 10), (100, 0)],
+    [(10, 1), (33, 7), (90, 9)],
+    [(50, 5)],
+    [(0, 0), (60, 10), (61, 3), (100, 4)],
+]
+
+
+@SETTINGS
+@given(scenarios(RESOURCES), st.sampled_from(RESOURCE_SETS), st.sampled_from(SHAPES))
+def test_requested_to_capacity_ratio(s: Scenario, resources: list[tuple[str, int]],
+                                     shape: list[tuple[int, int]]) -> None:
+    plugin = NodeResourcesFit(strategy="RequestedToCapacityRatio", resources=resources,
+                              shape=shape)
+    check_per_node_score(s, plugin, lambda p, n: reference.requested_to_capacity_ratio(
+        p, n, resources, shape))
+    ctx, _ = s.build()
+    assert [plugin.score_row(ctx, slot) for slot in range(ctx.n)] == \
+        plugin.score(ctx, np.ones(ctx.n, np.bool_)).tolist()
+
+
 @SETTINGS
 @given(scenarios(RESOURCES), st.sampled_from([("cpu", "memory"), ("cpu", "memory", GPU),
                                      ("memory", "ephemeral-storage", "cpu", "example.com/foo")]))
@@ -349,6 +377,8 @@ ROW_LOCAL_FILTERS: list[FilterPlugin] = [NodeUnschedulable(), NodeName(), NodePo
                                          NodeAffinity(), TaintToleration(), NodeResourcesFit()]
 ROW_LOCAL_SCORES: list[ScorePlugin] = [NodeResourcesFit(),
                                        NodeResourcesFit(strategy="MostAllocated"),
+                                       NodeResourcesFit(strategy="RequestedToCapacityRatio",
+                                                        shape=[(0, 2), (40, 10), (100, 0)]),
                                        BalancedAllocation()]
 
 
@@ -372,3 +402,57 @@ def test_row_local_plugins_answer_the_same_on_a_row_view(s: Scenario, pick: list
         everywhere = scorer.score(ctx, ctx.nodes().copy())[rows]
         here = scorer.score(sub, view.valid.copy())
         assert np.array_equal(everywhere[valid], here[valid]), scorer.name
+
+
+# -- ImageLocality ------------------------------------------------------------------------------
+
+MiB = 2**20
+# Names of a few images in the forms nodes report and pods write: tagless, tagged, with a
+# registry port, by digest, and one name two nodes may report with different sizes.
+IMAGE_NAMES = ["app:latest", "app:v1", "reg.io:5000/app:latest", "reg.io:5000/app:v2",
+               "app@sha256:0a1b", "side:latest", "docker.io/library/side:latest", "big:latest"]
+POD_IMAGES = ["app", "app:v1", "reg.io:5000/app", "reg.io:5000/app:v2", "app@sha256:0a1b", "side",
+              "docker.io/library/side", "big", "big:latest", "missing", ""]
+IMAGE_SIZES = [0, 5 * MiB, 23 * MiB, 40 * MiB, 300 * MiB, 999 * MiB, 1500 * MiB, 4000 * MiB]
+IMAGE_LISTS = st.lists(st.fixed_dictionaries({
+    "names": st.lists(st.sampled_from(IMAGE_NAMES), min_size=1, max_size=3),
+    "sizeBytes": st.sampled_from(IMAGE_SIZES)}), max_size=4)
+NODE_EVENTS = st.lists(st.tuples(st.sampled_from(NODE_NAMES), st.one_of(st.none(), IMAGE_LISTS)),
+                       min_size=1, max_size=14)
+
+
+@SETTINGS
+@given(NODE_EVENTS, st.lists(st.sampled_from(POD_IMAGES), max_size=3),
+       st.lists(st.sampled_from(POD_IMAGES), max_size=2))
+def test_image_locality(events: list[tuple[str, list[dict[str, Any]] | None]],
+                        images: list[str], init: list[str]) -> None:
+    """Nodes are added, updated (other images, other sizes) and removed (None); the table's
+    index and the vectorized score must match kube's cache bookkeeping and per-node score."""
+    table = NodeTable(capacity=2)
+    states = reference.RefImageStates()
+    for name, listed in events:
+        if listed is None:
+            table.remove_node(name)
+            states.remove_node(name)
+        else:
+            table.set_node(node_info(make_node(name).obj() | {"status": {"images": listed}}))
+            states.set_node(name, listed)
+    pod = make_pod("incoming").bare()
+    for image in init:
+        pod.image(image, init=True)
+    for image in images:
+        pod.image(image)
+    ctx = CycleContext.for_pod(pod_info(pod.obj()), table)
+    got = scores(ImageLocality().score(ctx, ctx.nodes().copy()), table)
+    total = len(states.images)
+    assert got == {name: reference.image_locality(ctx.pod, states.node_states(name), total)
+                   for name in states.images}
+    # The index itself: every name some node lists, with kube's size and holders.
+    for image_name, (size, holders) in states.states.items():
+        found = table.image_nodes(image_name)
+        assert found is not None
+        assert found[0] == size
+        assert sorted(table.names[r] for r in found[1].tolist()) == sorted(holders)
+    for image_name in IMAGE_NAMES:
+        if image_name not in states.states:
+            assert table.image_nodes(image_name) is None

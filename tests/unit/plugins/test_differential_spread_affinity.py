@@ -13,16 +13,18 @@ the same plugin objects, which exercises the incremental counters and indexes.
 
 from __future__ import annotations
 
+import dataclasses
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from pyscheduler.api.labels import LabelSelector
+from pyscheduler.api.labels import LabelSelector, label_selector_from_dict
 from pyscheduler.framework.interface import CycleContext, FilterResult
 from pyscheduler.framework.nodetable import NodeTable
-from pyscheduler.framework.pod import pod_info
+from pyscheduler.framework.pod import PodInfo, SpreadConstraint, pod_info
 from pyscheduler.plugins.inter_pod_affinity import InterPodAffinity
 from pyscheduler.plugins import pod_topology_spread
 from pyscheduler.plugins.pod_topology_spread import PodTopologySpread
@@ -184,13 +186,16 @@ def incoming_pods(draw: st.DrawFn, zones: list[str]) -> Obj:
 
 
 @st.composite
-def nodes_of(draw: st.DrawFn, wide: bool) -> tuple[list[Obj], list[str]]:
+def nodes_of(draw: st.DrawFn, wide: bool, blank_zone: bool = False
+             ) -> tuple[list[Obj], list[str]]:
     zones = [f"z{i}" for i in range(draw(st.integers(2, 4)))]
+    if blank_zone:  # a zone label with the empty value: the domain kube files unlabelled nodes
+        zones.append("")  # in (and, in that case, a third of the nodes without a zone)
     racks = [None, *(f"r{i}" for i in range(12 if wide else 2))]
     out = []
     for i in range(draw(st.integers(12, 30) if wide else st.integers(1, 10))):
         b = make_node(f"n{i}").capacity(cpu="4", memory="32Gi", pods=110)
-        if draw(st.integers(0, 9)):
+        if draw(st.integers(0, 2 if blank_zone else 9)):
             b.label("zone", draw(st.sampled_from(zones)))
         if draw(st.integers(0, 9)):
             b.label(HOST, f"n{i}")
@@ -209,8 +214,9 @@ def nodes_of(draw: st.DrawFn, wide: bool) -> tuple[list[Obj], list[str]]:
 
 
 @st.composite
-def scenarios(draw: st.DrawFn, wide: bool = False) -> tuple[NodeTable, Obj, list[bool], Any]:
-    nodes, zones = draw(nodes_of(wide))
+def scenarios(draw: st.DrawFn, wide: bool = False, blank_zone: bool = False
+              ) -> tuple[NodeTable, Obj, list[bool], Any]:
+    nodes, zones = draw(nodes_of(wide, blank_zone))
     placed: dict[str, list[Obj]] = {}
     for i in range(draw(st.integers(0, 60 if wide else 30))):
         node_name, obj = draw(existing_pods(i, len(nodes)))
@@ -246,9 +252,9 @@ def verdicts(result: FilterResult, table: NodeTable) -> list[ref.Verdict]:
 
 
 def compare(table: NodeTable, incoming: Obj, feasible: list[bool],
-            spread: PodTopologySpread, affinities: list[tuple[InterPodAffinity, dict[str, Any]]]
-            ) -> None:
-    pod = pod_info(incoming)
+            spread: PodTopologySpread, affinities: list[tuple[InterPodAffinity, dict[str, Any]]],
+            view: Callable[[PodInfo], PodInfo] = lambda pod: pod) -> None:
+    pod = view(pod_info(incoming))
     rows = ref.rows_of(table)
     mask = np.array(feasible[: table.n] + [False] * (table.n - len(feasible)), np.bool_)
     mask &= table.valid[: table.n]
@@ -289,7 +295,8 @@ def mutate(table: NodeTable, mutation: Any, step: int) -> None:
         table.remove_node(names[pick % len(names)])
 
 
-def check(scenario: tuple[NodeTable, Obj, list[bool], Any]) -> None:
+def check(scenario: tuple[NodeTable, Obj, list[bool], Any],
+          view: Callable[[PodInfo], PodInfo] = lambda pod: pod) -> None:
     table, incoming, feasible, mutations = scenario
     spread = PodTopologySpread()
     affinities = [
@@ -298,10 +305,10 @@ def check(scenario: tuple[NodeTable, Obj, list[bool], Any]) -> None:
                           ignore_preferred_terms_of_existing_pods=True),
          {"hard_pod_affinity_weight": 7, "ignore_preferred_terms_of_existing_pods": True}),
     ]
-    compare(table, incoming, feasible, spread, affinities)
+    compare(table, incoming, feasible, spread, affinities, view)
     for step, mutation in enumerate(mutations):
         mutate(table, mutation, step)
-        compare(table, incoming, feasible, spread, affinities)
+        compare(table, incoming, feasible, spread, affinities, view)
 
 
 @SETTINGS
@@ -322,3 +329,31 @@ def test_many_domains_agree_with_reference(scenario: tuple[NodeTable, Obj, list[
         check(scenario)
     finally:
         pod_topology_spread._FEW_DOMAINS = saved
+
+
+@st.composite
+def system_defaults(draw: st.DrawFn) -> Callable[[PodInfo], PodInfo]:
+    """Gives a pod kube's system default constraints (hostname maxSkew 3, zone maxSkew 5,
+    ScheduleAnyway) with a drawn non-empty selector, as the scheduler's defaulting does for a
+    pod without constraints of its own; sometimes in the other order, or only one of them."""
+    # Mostly the big workload's selector, so that domains hold different counts.
+    sel = label_selector_from_dict(draw(st.one_of(
+        st.just({"matchLabels": {"app": "web"}}),
+        st.just({"matchExpressions": [{"key": "app", "operator": "Exists"}]}),
+        selectors().filter(lambda s: bool(s)))))
+    keys = draw(st.sampled_from([(HOST, "zone"), ("zone", HOST), (HOST,), ("zone",)]))
+    constraints = tuple(SpreadConstraint(
+        max_skew=3 if key == HOST else 5, topology_key=key, when_unsatisfiable="ScheduleAnyway",
+        selector=sel, selector_key=str(sel), min_domains=None, node_affinity_policy="Honor",
+        node_taints_policy="Ignore", match_label_keys=(), system_default=True)
+        for key in keys)
+    return lambda pod: dataclasses.replace(pod, spread=constraints)
+
+
+@settings(SETTINGS, max_examples=300)
+@given(scenarios(blank_zone=True), system_defaults())
+def test_system_defaults_agree_with_reference(scenario: tuple[NodeTable, Obj, list[bool], Any],
+                                              view: Callable[[PodInfo], PodInfo]) -> None:
+    """Constraints from the system defaults: nodes lacking a key are scored, and counted in the
+    domain "" (where nodes labelled with the empty zone are too)."""
+    check(scenario, view)

@@ -1,4 +1,5 @@
-"""NodeResourcesFit: fitsRequest reasons, LeastAllocated / MostAllocated / MostFreeMemory."""
+"""NodeResourcesFit: fitsRequest reasons, LeastAllocated / MostAllocated /
+RequestedToCapacityRatio / MostFreeMemory."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from pyscheduler.plugins.node_resources_fit import (
     NAME,
     TOO_MANY_PODS,
     NodeResourcesFit,
+    broken_linear,
     is_extended_resource,
 )
 from tests.unit.plugins.builders import (
@@ -27,6 +29,7 @@ from tests.unit.plugins.builders import (
 GPU = "nvidia.com/gpu"
 Gi = 2**30
 Mi = 2**20
+DEFAULT_FIT_RESOURCES = [("cpu", 1), ("memory", 1)]
 
 
 def busy_cluster(pod: PodBuilder, pods_allowed: int = 3) -> Any:
@@ -179,6 +182,175 @@ def test_least_and_most_allocated(ctx: Any, args: dict[str, Any], least: dict[st
     assert scores(got_most, ctx.table) == most
 
 
+def kube_fit_score_case(pod: PodBuilder) -> Any:
+    """kube's TestFitScore cluster: node1 4000 / 10000 running 2000 / 4000, node2 6000 / 10000
+    running 1000 / 2000 (cpu in cores, as kube's test writes "4000")."""
+    return two_nodes(pod, make_node("node1").capacity(cpu="4000", memory=10000),
+                     make_node("node2").capacity(cpu="6000", memory=10000),
+                     {"node1": [make_pod("e1").req(cpu="2000", memory=4000)],
+                      "node2": [make_pod("e2").req(cpu="1000", memory=2000)]})
+
+
+def test_kube_fit_score_least_and_most_allocated() -> None:
+    """kube's TestFitScore, LeastAllocated and MostAllocated cases."""
+    ctx = kube_fit_score_case(make_pod().req(cpu="1000", memory=2000))
+    feasible = ctx.nodes().copy()
+    assert scores(NodeResourcesFit(strategy="LeastAllocated").score(ctx, feasible),
+                  ctx.table) == {"node1": 32, "node2": 63}
+    assert scores(NodeResourcesFit(strategy="MostAllocated").score(ctx, feasible),
+                  ctx.table) == {"node1": 67, "node2": 36}
+
+
+# -- RequestedToCapacityRatio (kube's requested_to_capacity_ratio_test.go and fit_test.go) ------
+
+SPREAD = [(0, 10), (100, 0)]  # least requested nodes first
+PACK = [(0, 0), (100, 10)]
+PACK_ONE = [(0, 0), (100, 1)]
+FOO, BAR = "intel.com/foo", "intel.com/bar"
+
+
+def kube_node(name: str, milli_cpu: int, memory: int, extended: dict[str, int]) -> NodeBuilder:
+    """kube's noderesources ``makeNode``."""
+    return make_node(name).capacity(dict(extended), cpu=f"{milli_cpu}m", memory=memory)
+
+
+def extended_pair(foo1: int, foo2: int, bar1: int | None = None,
+                  bar2: int | None = None) -> tuple[NodeBuilder, NodeBuilder]:
+    one = {FOO: foo1} if bar1 is None else {FOO: foo1, BAR: bar1}
+    two = {FOO: foo2} if bar2 is None else {FOO: foo2, BAR: bar2}
+    return (kube_node("node1", 4000, 10000 * Mi, one), kube_node("node2", 4000, 10000 * Mi, two))
+
+
+BIG = (make_node("node1").capacity(cpu="4000", memory=10000),
+       make_node("node2").capacity(cpu="4000", memory=10000))
+SIZED = (make_node("node1").capacity(cpu="4000", memory=10000),
+         make_node("node2").capacity(cpu="6000", memory=10000))
+
+RATIO_CASES = [
+    # TestRequestedToCapacityRatioScoringStrategy
+    pytest.param(make_pod().bare(), BIG, {"node1": [make_pod("e1").bare(), make_pod("e2").bare()]},
+                 DEFAULT_FIT_RESOURCES, SPREAD, {"node1": 100, "node2": 100},
+                 id="nothing scheduled, nothing requested"),
+    pytest.param(make_pod().bare().req(cpu="1000", memory=2000).req(cpu="2000", memory=3000),
+                 SIZED, {"node1": [make_pod("e1").bare(), make_pod("e2").bare()]},
+                 DEFAULT_FIT_RESOURCES, SPREAD, {"node1": 38, "node2": 50},
+                 id="nothing scheduled, resources requested, differently sized nodes"),
+    pytest.param(make_pod().bare(), SIZED,
+                 {"node1": [make_pod("e1").req(cpu="3000", memory=5000)],
+                  "node2": [make_pod("e2").req(cpu="3000", memory=5000)]},
+                 DEFAULT_FIT_RESOURCES, SPREAD, {"node1": 38, "node2": 50},
+                 id="no resources requested, pods scheduled with resources"),
+    # TestFitScore
+    pytest.param(make_pod().req(cpu="3000", memory=5000), SIZED,
+                 {"node1": [make_pod("e1").req(cpu="2000", memory=4000)],
+                  "node2": [make_pod("e2").req(cpu="1000", memory=2000)]},
+                 DEFAULT_FIT_RESOURCES, SPREAD, {"node1": 10, "node2": 32},
+                 id="fit score case1: over-committed cpu scores f(100) = 0 and is left out"),
+    pytest.param(make_pod().req(cpu="3000", memory=5000), SIZED,
+                 {"node1": [make_pod("e1").req(cpu="2000", memory=4000)],
+                  "node2": [make_pod("e2").req(cpu="1000", memory=2000)]},
+                 DEFAULT_FIT_RESOURCES, PACK, {"node1": 95, "node2": 68},
+                 id="fit score case2: bin packing"),
+    # TestResourceBinPackingSingleExtended
+    pytest.param(make_pod().bare(), extended_pair(8, 4), {}, [(FOO, 1)], PACK_ONE,
+                 {"node1": 0, "node2": 0}, id="single extended: nothing requested"),
+    pytest.param(make_pod().bare().req({FOO: 2}), extended_pair(8, 4), {}, [(FOO, 1)],
+                 PACK_ONE, {"node1": 2, "node2": 5},
+                 id="single extended: pods scheduled with less resources"),
+    pytest.param(make_pod().bare().req({FOO: 2}), extended_pair(8, 4),
+                 {"node2": [make_pod("e").bare().req({FOO: 2})]}, [(FOO, 1)], PACK_ONE,
+                 {"node1": 2, "node2": 10}, id="single extended: on node with existing pod"),
+    pytest.param(make_pod().bare().req({FOO: 4}), extended_pair(8, 4), {}, [(FOO, 1)],
+                 PACK_ONE, {"node1": 5, "node2": 10},
+                 id="single extended: pods scheduled with more resources"),
+    # TestResourceBinPackingMultipleExtended
+    pytest.param(make_pod().bare(), extended_pair(8, 4, 4, 8), {}, [(FOO, 3), (BAR, 5)],
+                 PACK_ONE, {"node1": 0, "node2": 0}, id="multiple extended: nothing requested"),
+    pytest.param(make_pod().bare().req({FOO: 2, BAR: 2}), extended_pair(8, 4, 4, 8), {},
+                 [(FOO, 3), (BAR, 5)], PACK_ONE, {"node1": 4, "node2": 3},
+                 id="multiple extended: pods scheduled with less resources"),
+    pytest.param(make_pod().bare().req({FOO: 2, BAR: 2}), extended_pair(8, 4, 4, 8),
+                 {"node2": [make_pod("e").bare().req({FOO: 4, BAR: 2})]},
+                 [(FOO, 3), (BAR, 5)], PACK_ONE, {"node1": 4, "node2": 7},
+                 id="multiple extended: on node with existing pod (over-committed foo)"),
+    pytest.param(make_pod().bare().req({FOO: 4, BAR: 2}), extended_pair(8, 4, 4, 8), {},
+                 [(FOO, 3), (BAR, 5)], PACK_ONE, {"node1": 5, "node2": 5},
+                 id="multiple extended: pods scheduled with more resources"),
+]
+
+
+@pytest.mark.parametrize(("pod", "nodes", "running", "resources", "shape", "want"), RATIO_CASES)
+def test_requested_to_capacity_ratio(pod: PodBuilder, nodes: tuple[NodeBuilder, ...],
+                                     running: dict[str, list[PodBuilder]],
+                                     resources: list[tuple[str, int]],
+                                     shape: list[tuple[int, int]], want: dict[str, int]) -> None:
+    ctx = context(pod.obj(), [n.obj() for n in nodes],
+                  pods={k: [p.obj() for p in v] for k, v in running.items()})
+    plugin = NodeResourcesFit(strategy="RequestedToCapacityRatio", resources=resources,
+                              shape=shape)
+    got = plugin.score(ctx, ctx.nodes().copy())
+    assert scores(got, ctx.table) == want
+    assert [plugin.score_row(ctx, slot) for slot in range(ctx.n)] == got.tolist()
+
+
+@pytest.mark.parametrize(("points", "expected"), [
+    pytest.param([(10, 1), (90, 9)],
+                 {-10: 1, 0: 1, 9: 1, 10: 1, 15: 1, 19: 1, 20: 2, 89: 8, 90: 9, 99: 9, 100: 9,
+                  110: 9}, id="rising, flat outside the points"),
+    pytest.param([(0, 2), (40, 10), (100, 0)],
+                 {-10: 2, 0: 2, 20: 6, 30: 8, 40: 10, 70: 5, 100: 0, 110: 0},
+                 id="up then down"),
+    pytest.param([(0, 2), (40, 2), (100, 2)],
+                 {-10: 2, 0: 2, 20: 2, 30: 2, 40: 2, 70: 2, 100: 2, 110: 2}, id="constant"),
+    pytest.param([(0, 100), (100, 0)], {33: 67, 50: 50, 99: 1}, id="falling: exact"),
+    pytest.param([(0, 10), (60, 0)], {5: 10, 7: 9, 59: 1, 60: 0},
+                 id="falling: Go truncates toward zero, not down"),
+    pytest.param([(50, 7)], {0: 7, 50: 7, 100: 7}, id="one point"),
+])
+def test_broken_linear_function(points: list[tuple[int, int]], expected: dict[int, int]) -> None:
+    """kube's TestBrokenLinearFunction, plus truncation of a falling segment."""
+    assert {p: broken_linear(points, p) for p in expected} == expected
+
+
+@pytest.mark.parametrize(("cpu", "want"), [
+    pytest.param("400m", 3, id="cpu 4, memory 1: 2.5 rounds to 3 (Python's round: 2)"),
+    pytest.param("800m", 5, id="cpu 8, memory 1: 4.5 rounds to 5 (Python's round: 4)"),
+    pytest.param("700m", 4, id="cpu 7, memory 1: exactly 4"),
+])
+def test_rounding_is_go_math_round(cpu: str, want: int) -> None:
+    """The node score is Go's math.Round of the weighted mean: halves away from zero."""
+    plugin = NodeResourcesFit(strategy="RequestedToCapacityRatio",
+                              resources=[("cpu", 1), ("memory", 1)], shape=PACK_ONE)
+    ctx = context(make_pod().bare().req(cpu=cpu, memory=Gi * 15 // 100).obj(),
+                  [make_node("n").capacity(cpu="1", memory=Gi).obj()])
+    got = plugin.score(ctx, ctx.nodes().copy())
+    assert scores(got, ctx.table) == {"n": want}
+    assert plugin.score_row(ctx, 0) == want
+
+
+@pytest.mark.parametrize(("shape", "message"), [
+    pytest.param([], r"shape: at least one point must be specified", id="no points"),
+    pytest.param([(0, 0), (0, 10)],
+                 r"shape\[1\]\.utilization: utilization values must be sorted in increasing "
+                 r"order, got 0 after 0", id="equal utilizations"),
+    pytest.param([(50, 0), (10, 10)], r"shape\[1\]\.utilization: .*sorted", id="decreasing"),
+    pytest.param([(0, 0), (101, 10)], r"shape\[1\]\.utilization: must be an integer from 0 to "
+                                      r"100, got 101", id="utilization above 100"),
+    pytest.param([(-1, 0)], r"shape\[0\]\.utilization: .*got -1", id="negative utilization"),
+    pytest.param([(0, 11)], r"shape\[0\]\.score: must be an integer from 0 to 10, got 11",
+                 id="score above 10"),
+    pytest.param([(0, -1)], r"shape\[0\]\.score: .*got -1", id="negative score"),
+])
+def test_invalid_shape(shape: list[tuple[int, int]], message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        NodeResourcesFit(strategy="RequestedToCapacityRatio", shape=shape)
+
+
+def test_shape_only_with_requested_to_capacity_ratio() -> None:
+    with pytest.raises(ValueError, match="requestedToCapacityRatio: only used with type"):
+        NodeResourcesFit(strategy="LeastAllocated", shape=[(0, 0), (100, 10)])
+
+
 @pytest.mark.parametrize(("scored", "want"), [
     pytest.param(("a", "b", "c", "d"), {"a": 50, "b": 100, "c": 16, "d": 0},
                  id="most free memory gets 100, others proportionally"),
@@ -198,7 +370,7 @@ def test_most_free_memory(scored: tuple[str, ...], want: dict[str, int]) -> None
 
 
 @pytest.mark.parametrize(("kwargs", "message"), [
-    pytest.param({"strategy": "RequestedToCapacityRatio"}, "is not supported",
+    pytest.param({"strategy": "BalancedAllocation"}, "is not supported",
                  id="unknown strategy"),
     pytest.param({"resources": []}, "at least one resource", id="no resources"),
     pytest.param({"resources": [("cpu", 0)]}, r"resources\[0\].weight", id="zero weight"),

@@ -1,4 +1,5 @@
-"""PodTopologySpread: kube's filter verdicts and messages, and its scoring arithmetic."""
+"""PodTopologySpread: kube's filter verdicts and messages, its scoring arithmetic, and both with
+the default constraints a pod without its own gets."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import numpy as np
 import pytest
 
 from pyscheduler.framework.interface import CycleContext
-from pyscheduler.framework.pod import pod_info
+from pyscheduler.framework.pod import PodInfo, pod_info
 from pyscheduler.plugins.pod_topology_spread import (
     ERR_REASON_CONSTRAINTS_NOT_MATCH as SKEW,
 )
@@ -21,7 +22,11 @@ from pyscheduler.plugins.pod_topology_spread import (
     PodTopologySpread,
 )
 
+from pyscheduler.settings import DefaultSpreadConstraint, PodTopologySpreadConfig
+from pyscheduler.spread_defaults import SpreadDefaults, WorkloadSelectors
+
 from .builders import build_table, make_node, make_pod, verdicts
+from .workloads import feed_workload, replica_set, service
 
 Obj = dict[str, Any]
 HOST = "kubernetes.io/hostname"
@@ -333,3 +338,152 @@ def test_go_rounding_is_half_away_from_zero() -> None:
     from pyscheduler.plugins.pod_topology_spread import _go_round
     got = _go_round(np.array([0.5, 1.5, 2.5, 2.4999999999999996, 0.49999999999999994, -0.5]))
     assert got.tolist() == [1, 2, 3, 2, 0, -1]
+
+
+# -- default constraints ------------------------------------------------------------------------
+# Pods without constraints of their own get the defaults from the scheduler's
+# pyscheduler.spread_defaults (kube's buildDefaultConstraints); the plugin scores the system
+# defaults as kube's PreScore does with systemDefaulted (requireAllTopologies false).
+
+ZONE = "topology.kubernetes.io/zone"
+FOO_EXISTS = {"matchExpressions": [{"key": "foo", "operator": "Exists"}]}
+
+
+def defaulted(obj: Obj, *workloads: Obj,
+              settings: PodTopologySpreadConfig = PodTopologySpreadConfig()) -> PodInfo:
+    """The pod as an attempt sees it, with the defaults that ``workloads`` (Services,
+    ReplicaSets, ...) give it."""
+    selectors = WorkloadSelectors()
+    for w in workloads:
+        feed_workload(selectors, w)
+    return SpreadDefaults(None, settings, selectors=selectors).view(pod_info(obj))
+
+
+def host(name: str, zone: str | None = None, hostname: bool = True) -> Obj:
+    b = make_node(name).capacity(cpu="4", memory="32Gi", pods=110)
+    if hostname:
+        b.label(HOST, name)
+    if zone is not None:
+        b.label(ZONE, zone)
+    return b.obj()
+
+
+def foo_pods(**counts: int) -> dict[str, list[Obj]]:
+    """``foo_pods(a=2)``: that many pods labelled foo="" (kube's test pods) on each node."""
+    return {n: [make_pod(f"{n}-p{i}").label("foo", "").obj() for i in range(k)]
+            for n, k in counts.items()}
+
+
+def owned(obj: Obj, kind: str, name: str, api_version: str = "apps/v1") -> Obj:
+    obj["metadata"]["ownerReferences"] = [{"apiVersion": api_version, "kind": kind,
+                                           "name": name, "uid": f"uid-{name}",
+                                           "controller": True}]
+    return obj
+
+
+FOO_SERVICE = service("svc", {"foo": ""})
+RS1 = replica_set("rs1", FOO_EXISTS)
+INCOMING = make_pod("p").label("foo", "").obj()
+NO_ZONES = [host("node-a"), host("node-b"), host("node-c"), host("node-d")]
+HALF_ZONED = [host("node-a", "mars"), host("node-b", "mars"), host("node-c"), host("node-d")]
+
+
+@pytest.mark.parametrize(("incoming", "nodes", "pods", "expected"), [
+    # kube: TestPodTopologySpreadScore "system defaulting, nodes don't have zone, pods match
+    # service": the same scores as the hostname constraint alone (maxSkew 3).
+    pytest.param(defaulted(INCOMING, FOO_SERVICE), NO_ZONES,
+                 foo_pods(**{"node-a": 4, "node-b": 3, "node-c": 2, "node-d": 1}),
+                 {"node-a": 44, "node-b": 66, "node-c": 77, "node-d": 100},
+                 id="system defaulting, nodes don't have zone, pods match service"),
+    # kube: TestPreScoreStateEmptyNodes "system default constraints and a replicaset": nodes
+    # without a zone are not ignored, they form the zone "" (weights log(4+2), log(2+2)).
+    # Raw: a, b = 2 + 4 = 6; c, d = 2 (no zone term) -> 100*(6+2-s)/6.
+    pytest.param(defaulted(owned(make_pod("p").label("foo", "tar").obj(), "ReplicaSet", "rs1"),
+                           RS1),
+                 HALF_ZONED, {}, {"node-a": 33, "node-b": 33, "node-c": 100, "node-d": 100},
+                 id="system default constraints and a replicaset"),
+    # a: 1.79+2 + 1.39+4 = 9.18 -> 9; b: 2 + 5.39 -> 7; c: 2*1.79+2 = 5.58 -> 6; d: 2.
+    pytest.param(defaulted(owned(make_pod("p").label("foo", "tar").obj(), "ReplicaSet", "rs1"),
+                           RS1),
+                 HALF_ZONED, foo_pods(**{"node-a": 1, "node-c": 2}),
+                 {"node-a": 22, "node-b": 44, "node-c": 55, "node-d": 100},
+                 id="system defaults: pods on nodes with and without a zone"),
+    # The unlabelled nodes' domain "" counts in the zone's size: log(2 + 2), not log(1 + 2).
+    # a: 3*1.79+2 + 4*1.39+4 = 16.9 -> 17, b: 1.79+2 + 9.55 -> 13, c, d: 2 -> 100*(19-s)/17.
+    pytest.param(defaulted(INCOMING, FOO_SERVICE), HALF_ZONED,
+                 foo_pods(**{"node-a": 3, "node-b": 1}),
+                 {"node-a": 11, "node-b": 35, "node-c": 100, "node-d": 100},
+                 id="system defaults: nodes without a zone widen the zone topology"),
+    # Zones everywhere: hostname log(5), zone log(4); n1: 3.22+2 + 2.77+4 = 11.99 -> 12,
+    # n2: 2 + 6.77 -> 9, n3: 1.61+2 + 1.39+4 = 9.0 -> 9 -> 100*(21-s)/12.
+    pytest.param(defaulted(INCOMING, FOO_SERVICE),
+                 [host("n1", "a"), host("n2", "a"), host("n3", "b")],
+                 foo_pods(n1=2, n3=1), {"n1": 75, "n2": 100, "n3": 100},
+                 id="system defaults over zoned nodes"),
+    # A node labelled with the empty zone shares the domain "" with nodes without the label:
+    # "" counts b's pod and c's 3; a: 9.18 -> 9, b: 1.79+2 + 4*1.39+4 = 13.3 -> 13, c: 3*1.79+2
+    # = 7.4 -> 7, d: 2 + 5.39 -> 7.
+    pytest.param(defaulted(INCOMING, FOO_SERVICE),
+                 [host("node-a", "mars"), host("node-b", ""), host("node-c"),
+                  host("node-d", "mars")],
+                 foo_pods(**{"node-a": 1, "node-b": 1, "node-c": 3}),
+                 {"node-a": 84, "node-b": 53, "node-c": 100, "node-d": 100},
+                 id="system defaults: an empty zone value is the unlabelled nodes' domain"),
+    # b has no hostname label: no hostname term, still scored; a: 3.22+2 + 3*1.39+4 = 13.4
+    # -> 13, b: 8.16 -> 8, c: 6.
+    pytest.param(defaulted(INCOMING, FOO_SERVICE),
+                 [host("a", "x"), host("b", "x", hostname=False), host("c", "y")],
+                 foo_pods(a=2, b=1), {"a": 46, "b": 84, "c": 100},
+                 id="system defaults: a node without a hostname label"),
+    # The same two constraints declared by the pod itself: nodes lacking the zone are ignored.
+    pytest.param(spread(spread(make_pod("p").label("foo", "tar").obj(), 3, HOST,
+                               "ScheduleAnyway", FOO_EXISTS), 5, ZONE, "ScheduleAnyway",
+                        FOO_EXISTS),
+                 HALF_ZONED, foo_pods(**{"node-a": 1, "node-c": 2}),
+                 {"node-a": 87, "node-b": 100, "node-c": 0, "node-d": 0},
+                 id="the same constraints of the pod's own ignore nodes without a zone"),
+    # List defaulting (not system): nodes lacking a key are ignored as for the pod's own.
+    pytest.param(defaulted(owned(make_pod("p").label("foo", "tar").obj(), "ReplicaSet", "rs1"),
+                           RS1, settings=PodTopologySpreadConfig("List", (
+                               DefaultSpreadConstraint(3, HOST, "ScheduleAnyway"),
+                               DefaultSpreadConstraint(5, ZONE, "ScheduleAnyway")))),
+                 HALF_ZONED, foo_pods(**{"node-a": 1, "node-c": 2}),
+                 {"node-a": 87, "node-b": 100, "node-c": 0, "node-d": 0},
+                 id="List defaults ignore nodes without a key"),
+    pytest.param(defaulted(make_pod("p").label("foo", "").obj(), service("other", {"baz": "k"})),
+                 NO_ZONES, foo_pods(**{"node-a": 4}),
+                 {"node-a": 0, "node-b": 0, "node-c": 0, "node-d": 0},
+                 id="nothing selects the pod: no defaults, no score"),
+])
+def test_score_with_default_constraints(incoming: PodInfo | Obj, nodes: list[Obj],
+                                        pods: dict[str, list[Obj]],
+                                        expected: dict[str, int]) -> None:
+    pod = incoming if isinstance(incoming, PodInfo) else pod_info(incoming)
+    table = build_table(nodes, pods)
+    mask = table.valid[: table.n].copy()
+    out = PodTopologySpread().score(CycleContext.for_pod(pod, table), mask)
+    assert {table.names[s]: int(out[s]) for s in range(table.n)} == expected
+
+
+LIST_HARD = PodTopologySpreadConfig("List", (
+    DefaultSpreadConstraint(1, "zone", "DoNotSchedule"),
+    DefaultSpreadConstraint(2, HOST, "ScheduleAnyway")))
+WEB_SERVICE = service("web", {"app": "web"})
+
+
+@pytest.mark.parametrize(("incoming", "expected"), [
+    pytest.param(defaulted(pod("p"), WEB_SERVICE, settings=LIST_HARD),
+                 {"n1": (SKEW, False), "n2": (SKEW, False), "n3": (SKEW, False)},
+                 id="a hard default constraint filters as the pod's own would"),
+    pytest.param(defaulted(pod("p"), WEB_SERVICE), {},
+                 id="the system defaults are soft: the filter passes every node"),
+    pytest.param(defaulted(pod("p"), service("db", {"app": "db"}), settings=LIST_HARD), {},
+                 id="no workload selects the pod: no defaults"),
+    pytest.param(defaulted(spread(pod("p"), 5, "zone"), WEB_SERVICE, settings=LIST_HARD), {},
+                 id="the pod's own constraints replace the defaults"),
+])
+def test_filter_with_default_constraints(incoming: PodInfo,
+                                         expected: dict[str, tuple[str, bool]]) -> None:
+    table = build_table(ZONES_ABC, pods_on(n1=2, n3=1))
+    result = PodTopologySpread().filter(CycleContext.for_pod(incoming, table))
+    assert verdicts(result, table) == expected

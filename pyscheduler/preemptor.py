@@ -1,0 +1,261 @@
+"""Acting on preemption, and keeping what it leaves behind: nominations and disruption budgets.
+
+:class:`~pyscheduler.plugins.default_preemption.DefaultPreemption` decides (no I/O); the
+:class:`Preemptor` is the scheduler's hand for the rest:
+
+* **Nominations.** A pod that preempted is *nominated* to the node it made room on
+  (``status.nominatedNodeName``). Until it is bound there, every pod of equal or lower priority
+  is scheduled as if the nominee already ran on that node (:meth:`Preemptor.counting_nominees`),
+  so lower-priority pods do not take the room its victims free — kube's
+  ``RunFilterPluginsWithNominatedPods``. Nominations are read back from the pods' status, so
+  a scheduler that starts (or takes over leadership) honours those of its predecessor.
+* **Order of the writes** (the safety rule "every move can be finished by any leader"): the
+  nomination is written on the preemptor *before* any victim is touched. A leader killed in
+  between leaves a nominated pod with its victims still running; the next leader counts the
+  nomination and, the victims not yet terminating, preempts again — never a victim evicted
+  with no record of why.
+* **Evicting** a victim (kube's ``prepareCandidate``): the ``DisruptionTarget`` condition
+  (reason ``PreemptionByScheduler``), then a graceful ``DELETE`` with the victim's uid as a
+  precondition (a pod recreated under the same name is not touched), and a ``Preempted`` event
+  on it. Lower-priority pods nominated to the same node lose their nomination.
+* **Disruption budgets** come from a PodDisruptionBudget informer.
+
+Which pods may be victims: those of this scheduler (the house rule "only our own"), or any
+lower-priority pod when ``preemption.victims`` is ``AllPods`` (kube-scheduler's behaviour).
+Pods on virtual nodes never are: preemption looks at real nodes only.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Coroutine, Iterator
+from typing import Any
+from dataclasses import dataclass
+
+import numpy as np
+import structlog
+
+from pyscheduler.framework.interface import CycleContext
+from pyscheduler.framework.nodetable import NodeTable
+from pyscheduler.framework.pipeline import FilterOutcome, Pipeline, StageOverride
+from pyscheduler.framework.pod import PodInfo, nominated_node, preempts_never
+from pyscheduler.kube.client import KubeClient, api_path
+from pyscheduler.kube.errors import ConflictError, NotFoundError
+from pyscheduler.kube.events import EventRecorder, Obj
+from pyscheduler.kube.informer import Informer
+from pyscheduler.metrics import SchedulerMetrics
+from pyscheduler.plugins.default_preemption import (
+    Candidate,
+    DefaultPreemption,
+    DisruptionBudget,
+    PreemptionResult,
+    VerifyFn,
+)
+from pyscheduler.settings import SchedulerConfig
+
+__all__ = ["Nomination", "Preemptor"]
+
+log = structlog.get_logger(__name__)
+
+DISRUPTION_TARGET = "DisruptionTarget"
+PREEMPTION_BY_SCHEDULER = "PreemptionByScheduler"
+
+
+@dataclass(frozen=True, slots=True)
+class Nomination:
+    pod: PodInfo
+    node: str
+
+
+class Preemptor:
+    def __init__(self, client: KubeClient, config: SchedulerConfig, recorder: EventRecorder,
+                 *, metrics: SchedulerMetrics | None = None) -> None:
+        self.client = client
+        self.name = config.scheduler_name
+        self.recorder = recorder
+        self.metrics = metrics
+        settings = config.preemption
+        self.all_pods = settings.victims == "AllPods"
+        self.plugin = DefaultPreemption(
+            min_candidate_nodes_percentage=settings.min_candidate_nodes_percentage,
+            min_candidate_nodes_absolute=settings.min_candidate_nodes_absolute,
+            rng=np.random.default_rng(config.seed))
+        self.nominations: dict[str, Nomination] = {}
+        self.budgets: dict[str, DisruptionBudget] = {}
+        self.informer = Informer(client, api_path("policy/v1", "poddisruptionbudgets"),
+                                 name="poddisruptionbudgets", on_add=self._budget_set,
+                                 on_update=lambda old, new: self._budget_set(new),
+                                 on_delete=self._budget_deleted)
+        self._tasks: set[asyncio.Task[None]] = set()
+        self.preempted = 0  # victims evicted
+
+    # -- budgets -------------------------------------------------------------------------------
+
+    @staticmethod
+    def _budget_key(obj: Obj) -> str:
+        meta = obj.get("metadata") or {}
+        return f"{meta.get('namespace', '')}/{meta.get('name', '')}"
+
+    def _budget_set(self, obj: Obj) -> None:
+        self.budgets[self._budget_key(obj)] = DisruptionBudget.from_object(obj)
+
+    def _budget_deleted(self, obj: Obj) -> None:
+        self.budgets.pop(self._budget_key(obj), None)
+
+    # -- nominations ---------------------------------------------------------------------------
+
+    def pod_pending(self, pod: PodInfo) -> None:
+        """A pending pod of ours as the informer shows it: its nomination is what its status
+        says (a nomination this process made and has not written yet stays)."""
+        node = nominated_node(pod)
+        current = self.nominations.get(pod.uid)
+        if node:
+            self.nominations[pod.uid] = Nomination(pod, node)
+        elif current is not None:
+            self.nominations[pod.uid] = Nomination(pod, current.node)
+
+    def forget(self, uid: str) -> None:
+        """The pod is bound, assumed, or gone: it is counted where it is, if anywhere."""
+        self.nominations.pop(uid, None)
+
+    def nominated(self, uid: str) -> str | None:
+        nomination = self.nominations.get(uid)
+        return nomination.node if nomination is not None else None
+
+    @contextlib.contextmanager
+    def counting_nominees(self, table: NodeTable, pod: PodInfo) -> Iterator[None]:
+        """Within the block, every other nominated pod of at least ``pod``'s priority is
+        counted on its nominated node (kube counts nominated pods of equal or higher priority
+        when filtering). The table is as before when the block ends, whatever happens."""
+        added: list[tuple[int, str]] = []
+        try:
+            for uid, nomination in self.nominations.items():
+                if uid == pod.uid or nomination.pod.priority < pod.priority:
+                    continue
+                slot = table.slots.get(nomination.node)
+                if slot is None or uid in table.pods[slot] or table.virtual[slot]:
+                    continue
+                table.add_pod(slot, nomination.pod)
+                added.append((slot, uid))
+            yield
+        finally:
+            for slot, uid in added:
+                table.remove_pod(slot, uid)
+
+    # -- deciding ------------------------------------------------------------------------------
+
+    def may_find_victims(self, pod: PodInfo, table: NodeTable) -> bool:
+        """Whether preempting for ``pod`` may find anything: it may preempt, and some pod of
+        lower priority runs somewhere (most clusters run most pods at one priority)."""
+        return not preempts_never(pod) and any(p < pod.priority for p in table.priorities)
+
+    def may_evict(self, pod: PodInfo) -> bool:
+        return self.all_pods or pod.scheduler_name == self.name
+
+    def preempt(self, ctx: CycleContext, outcome: FilterOutcome, pipeline: Pipeline,
+                override: StageOverride | None,
+                verify: VerifyFn | None = None) -> PreemptionResult:
+        """Run the post-filter for ``ctx.pod`` (nominees must be counted by the caller); on
+        success the nomination is recorded here at once, and :meth:`carry_out` must follow.
+
+        ``override`` is the pod's resolved stage logic. A filter stage of its own answered for
+        the table as it was, so the dry run leaves it out (the built-in filters decide where
+        evictions help) and ``verify`` asks it again about the chosen node with the victims
+        gone."""
+        if self.metrics is not None:
+            self.metrics.preemption_attempts.inc()
+        table, pod, namespaces = ctx.table, ctx.pod, ctx.namespaces
+        dry = override if override is None or override.filter is None else None
+
+        def fits(slot: int, why: bool) -> list[str] | None:
+            fresh = CycleContext.for_pod(pod, table, namespaces)
+            return pipeline.fits_row(fresh, slot, dry, why=why)
+
+        result = self.plugin.preempt(ctx, outcome, fits, self.may_evict,
+                                     self.budgets.values(),
+                                     verify=verify if dry is None and override else None)
+        if result.candidate is not None:
+            node = result.candidate.node
+            self.nominations[pod.uid] = Nomination(pod, node)
+        elif result.clear_nomination:
+            self.nominations.pop(pod.uid, None)
+        return result
+
+    # -- acting --------------------------------------------------------------------------------
+
+    def spawn(self, coro: Coroutine[Any, Any, None]) -> None:
+        task = asyncio.get_running_loop().create_task(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def carry_out(self, pod: PodInfo, candidate: Candidate) -> None:
+        """Write the nomination, then evict the victims; clear the nominations of
+        lower-priority pods nominated to the same node. Never raises."""
+        node = candidate.node
+        try:
+            await self._write_nomination(pod, node)
+        except NotFoundError:
+            self.forget(pod.uid)
+            return  # the preemptor is gone: nobody to make room for
+        except Exception as exc:
+            # Nothing evicted without the record of why: the pod tries again.
+            log.warning("could not record the nomination; not preempting", pod=pod.key,
+                        node=node, error=str(exc))
+            self.forget(pod.uid)
+            return
+        if self.metrics is not None:
+            self.metrics.preemption_victims.observe(len(candidate.victims))
+        await asyncio.gather(*(self._evict(pod, victim, node) for victim in candidate.victims))
+        lower = [n.pod for uid, n in list(self.nominations.items())
+                 if n.node == node and uid != pod.uid and n.pod.priority < pod.priority]
+        for other in lower:
+            self.forget(other.uid)
+            try:
+                await self._write_nomination(other, None)
+            except Exception as exc:
+                log.info("could not clear a nomination", pod=other.key, error=str(exc))
+
+    async def clear(self, pod: PodInfo) -> None:
+        """Clear ``pod``'s nomination in its status (nothing to preempt for it any more)."""
+        try:
+            await self._write_nomination(pod, None)
+        except Exception as exc:
+            log.info("could not clear a nomination", pod=pod.key, error=str(exc))
+
+    async def _write_nomination(self, pod: PodInfo, node: str | None) -> None:
+        await self.client.patch_pod_status(pod.namespace, pod.name,
+                                           {"status": {"nominatedNodeName": node}})
+
+    async def _evict(self, preemptor: PodInfo, victim: PodInfo, node: str) -> None:
+        if victim.deleting:
+            return  # already on its way out
+        condition = {"type": DISRUPTION_TARGET, "status": "True",
+                     "reason": PREEMPTION_BY_SCHEDULER,
+                     "message": f"{preemptor.scheduler_name}: preempting to accommodate a "
+                                "higher priority pod"}
+        path = api_path("v1", "pods", namespace=victim.namespace, name=victim.name)
+        try:
+            await self.client.patch_pod_status(victim.namespace, victim.name,
+                                               {"status": {"conditions": [condition]}})
+            await self.client.delete(path, uid=victim.uid)
+        except (NotFoundError, ConflictError):
+            return  # gone already, or another pod by that name now
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            log.warning("could not preempt a pod", pod=victim.key, preemptor=preemptor.key,
+                        error=str(exc))
+            return
+        self.preempted += 1
+        log.info("preempted", pod=victim.key, preemptor=preemptor.key, node=node)
+        self.recorder.record(victim.raw, type_="Normal", reason="Preempted",
+                             action="Preempting",
+                             note=f"Preempted by pod {preemptor.uid} on node {node}",
+                             related=preemptor.raw)
+
+    async def stop(self) -> None:
+        for task in list(self._tasks):
+            task.cancel()
+        if self._tasks:
+            await asyncio.gather(*self._tasks, return_exceptions=True)
