@@ -195,3 +195,60 @@ def test_preemption_policy_never_waits_and_says_why(
         "0/2 nodes are available: 2 Insufficient cpu. "
         "preemption: not eligible due to preemptionPolicy=Never..")
     assert len(running(core, ns, "low")) == 2
+
+
+# -- preemption and cloud pools ------------------------------------------------------------------
+
+@pytest.mark.parametrize(("order", "preempts"), [
+    pytest.param(None, True, id="default: preempt then burst"),
+    pytest.param("BurstThenPreempt", False, id="burst then preempt"),
+])
+def test_the_configured_order_decides_between_preempting_and_bursting(
+        tmp_path: Any, order: str | None, preempts: bool) -> None:
+    from pyscheduler_sim.cloud import BackgroundCloudSim
+    from pyscheduler_sim.cloud import PoolSpec as CloudPool
+
+    name = "order-sched"
+    cluster = ClusterSpec(pools=[PoolSpec(name="real", count=1, cpu="2", memory="4Gi")],
+                          pod_start_seconds=0.05, pod_termination_seconds=0.2)
+    with BackgroundCloudSim([CloudPool("aci", "azure", creation_latency_seconds=0.05)],
+                            seed=2) as cloud, BackgroundCluster(cluster, tmp_path) as sim:
+        api = config.new_client_from_config(config_file=str(sim.kubeconfig))
+        core = client.CoreV1Api(api)
+        for pc, value in (("low", 100), ("high", 1000)):
+            client.SchedulingV1Api(api).create_priority_class(
+                {"metadata": {"name": pc}, "value": value})
+        extra = {"preemption": {"order": order}} if order else {}
+        s = SchedulerThread(sim.kubeconfig, schedulerName=name,
+                            leaderElection={"enabled": False}, scheduleFragment=None,
+                            podInitialBackoffSeconds=0.2, podMaxBackoffSeconds=1,
+                            virtualNodes={"enabled": True, "cloudUrl": cloud.url,
+                                          "heartbeatSeconds": 0.5, "reconcileSeconds": 0.5,
+                                          "pools": [{"name": "aci", "platform": "azure"}]},
+                            rebalancer={"enabled": False}, **extra).start()
+        try:
+            def create(pod_name: str, priority_class: str) -> None:
+                spec = template(pod_name, priority_class, cpu="2")["spec"]
+                spec["schedulerName"] = name
+                core.create_namespaced_pod("default", {
+                    "metadata": {"name": pod_name, "labels": {"app": pod_name}},
+                    "spec": spec})
+
+            create("low", "low")
+            assert wait_for(lambda: core.read_namespaced_pod("low", "default").spec.node_name,
+                            what="the low pod on the real node") == "real-0"
+            create("high", "high")
+            node = wait_for(lambda: core.read_namespaced_pod("high", "default").spec.node_name,
+                            timeout=20, what="the high pod placed")
+            if preempts:
+                assert node == "real-0"
+                events = [e for e in core.list_namespaced_event("default").items
+                          if e.reason == "Preempted"]
+                assert [e.involved_object.name for e in events] == ["low"]
+            else:
+                assert node != "real-0"  # its pool's virtual node
+                assert core.read_namespaced_pod("low", "default").spec.node_name == "real-0"
+                assert not [e for e in core.list_namespaced_event("default").items
+                            if e.reason == "Preempted"]
+        finally:
+            s.stop()
