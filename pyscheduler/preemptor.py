@@ -70,7 +70,7 @@ class Nomination:
 
 class Preemptor:
     def __init__(self, client: KubeClient, config: SchedulerConfig, recorder: EventRecorder,
-                 *, metrics: SchedulerMetrics | None = None) -> None:
+                 table: NodeTable, *, metrics: SchedulerMetrics | None = None) -> None:
         self.client = client
         self.name = config.scheduler_name
         self.recorder = recorder
@@ -81,7 +81,10 @@ class Preemptor:
             min_candidate_nodes_percentage=settings.min_candidate_nodes_percentage,
             min_candidate_nodes_absolute=settings.min_candidate_nodes_absolute,
             rng=np.random.default_rng(config.seed))
+        self.table = table
         self.nominations: dict[str, Nomination] = {}
+        self._by_priority: dict[int, set[str]] = {}
+        self._placed: dict[str, int] = {}  # uid -> the row its nominated pod is counted on
         self.budgets: dict[str, DisruptionBudget] = {}
         self.informer = Informer(client, api_path("policy/v1", "poddisruptionbudgets"),
                                  name="poddisruptionbudgets", on_add=self._budget_set,
@@ -104,20 +107,60 @@ class Preemptor:
         self.budgets.pop(self._budget_key(obj), None)
 
     # -- nominations ---------------------------------------------------------------------------
+    #
+    # A nominated pod stays counted on its nominated node in the table all along (like an
+    # assumed pod, but pending): the next pods see the room taken without any work per attempt.
+    # While one pod is scheduled, the nominations that must not count for it are taken off for
+    # the attempt: its own, and those of lower priority (kube counts nominated pods of equal or
+    # higher priority only).
+
+    def _record(self, nomination: Nomination) -> None:
+        uid = nomination.pod.uid
+        self._drop(uid)
+        self.nominations[uid] = nomination
+        self._by_priority.setdefault(nomination.pod.priority, set()).add(uid)
+        self._place(nomination)
+
+    def _drop(self, uid: str) -> None:
+        nomination = self.nominations.pop(uid, None)
+        if nomination is None:
+            return
+        self._unplace(uid)
+        same = self._by_priority.get(nomination.pod.priority)
+        if same is not None:
+            same.discard(uid)
+            if not same:
+                del self._by_priority[nomination.pod.priority]
+
+    def _place(self, nomination: Nomination) -> None:
+        table, uid = self.table, nomination.pod.uid
+        slot = table.slots.get(nomination.node)
+        if slot is None or table.virtual[slot] or uid in table.pods[slot]:
+            return
+        table.add_pod(slot, nomination.pod)
+        self._placed[uid] = slot
+
+    def _unplace(self, uid: str) -> bool:
+        slot = self._placed.pop(uid, None)
+        return slot is not None and self.table.remove_pod(slot, uid) is not None
 
     def pod_pending(self, pod: PodInfo) -> None:
         """A pending pod of ours as the informer shows it: its nomination is what its status
         says (a nomination this process made and has not written yet stays)."""
         node = nominated_node(pod)
         current = self.nominations.get(pod.uid)
-        if node:
-            self.nominations[pod.uid] = Nomination(pod, node)
-        elif current is not None:
-            self.nominations[pod.uid] = Nomination(pod, current.node)
+        if node and (current is None or current.node != node):
+            self._record(Nomination(pod, node))
 
     def forget(self, uid: str) -> None:
         """The pod is bound, assumed, or gone: it is counted where it is, if anywhere."""
-        self.nominations.pop(uid, None)
+        self._drop(uid)
+
+    def node_gone(self, node: str) -> None:
+        """The nominations to a node that left the cluster are void (before the node's row
+        is emptied, so they do not linger with its pods)."""
+        for uid in [u for u, n in self.nominations.items() if n.node == node]:
+            self._drop(uid)
 
     def nominated(self, uid: str) -> str | None:
         nomination = self.nominations.get(uid)
@@ -125,23 +168,24 @@ class Preemptor:
 
     @contextlib.contextmanager
     def counting_nominees(self, table: NodeTable, pod: PodInfo) -> Iterator[None]:
-        """Within the block, every other nominated pod of at least ``pod``'s priority is
-        counted on its nominated node (kube counts nominated pods of equal or higher priority
-        when filtering). The table is as before when the block ends, whatever happens."""
-        added: list[tuple[int, str]] = []
+        """Within the block, every other nominated pod of at least ``pod``'s priority counts
+        on its nominated node, and no other (kube's ``RunFilterPluginsWithNominatedPods``).
+        The nominations are as before when the block ends, whatever happens, except those
+        made or dropped within it."""
+        taken: list[Nomination] = []
         try:
-            for uid, nomination in self.nominations.items():
-                if uid == pod.uid or nomination.pod.priority < pod.priority:
-                    continue
-                slot = table.slots.get(nomination.node)
-                if slot is None or uid in table.pods[slot] or table.virtual[slot]:
-                    continue
-                table.add_pod(slot, nomination.pod)
-                added.append((slot, uid))
+            own = self.nominations.get(pod.uid)
+            if own is not None and self._unplace(pod.uid):
+                taken.append(own)
+            for priority in [p for p in self._by_priority if p < pod.priority]:
+                for uid in self._by_priority[priority]:
+                    if self._unplace(uid):
+                        taken.append(self.nominations[uid])
             yield
         finally:
-            for slot, uid in added:
-                table.remove_pod(slot, uid)
+            for nomination in taken:
+                if self.nominations.get(nomination.pod.uid) is nomination:
+                    self._place(nomination)
 
     # -- deciding ------------------------------------------------------------------------------
 
@@ -176,10 +220,9 @@ class Preemptor:
                                      self.budgets.values(),
                                      verify=verify if dry is None and override else None)
         if result.candidate is not None:
-            node = result.candidate.node
-            self.nominations[pod.uid] = Nomination(pod, node)
+            self._record(Nomination(pod, result.candidate.node))
         elif result.clear_nomination:
-            self.nominations.pop(pod.uid, None)
+            self._drop(pod.uid)
         return result
 
     # -- acting --------------------------------------------------------------------------------

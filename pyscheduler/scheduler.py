@@ -32,6 +32,7 @@ small interface this class offers (:meth:`try_placement`, :meth:`reserve`, :meth
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import enum
 import time
@@ -188,8 +189,8 @@ class Scheduler:
                                     on_update=lambda old, new: self._namespace_set(new),
                                     on_delete=self._namespace_deleted)
         # kube's DefaultPreemption post-filter, and the nominations it leaves (None: disabled).
-        self.preemptor = Preemptor(client, config, self.recorder, metrics=metrics) \
-            if config.preemption.enabled else None
+        self.preemptor = Preemptor(client, config, self.recorder, self.cache.table,
+                                   metrics=metrics) if config.preemption.enabled else None
         self.informers: tuple[Informer, ...] = (self._nodes, self._namespaces, self._pods)
         if self.preemptor is not None:
             self.informers += (self.preemptor.informer,)
@@ -317,7 +318,10 @@ class Scheduler:
                 self.observer.capacity_freed()
 
     def _node_deleted(self, obj: Obj) -> None:
-        self.cache.remove_node(str((obj.get("metadata") or {}).get("name") or ""))
+        name = str((obj.get("metadata") or {}).get("name") or "")
+        if self.preemptor is not None:
+            self.preemptor.node_gone(name)
+        self.cache.remove_node(name)
 
     def _namespace_set(self, obj: Obj) -> None:
         meta = obj.get("metadata") or {}
@@ -434,13 +438,15 @@ class Scheduler:
             # A replacement of a pod the rebalancer evicted: its reservation is freed for it,
             # and it goes to the reserved node when that node passes the filters.
             steer = self.observer.steer(pod) if self.observer is not None else None
-            selection, ctx, active, ready = self._logic_now(pod)
-            if not ready:
-                assert selection.active is not None
-                self._spawn_attempt(entry, self._schedule_offloaded(
-                    entry, selection, selection.active, steer, start))
-                return
-            self._decide(entry, ctx, selection, active, steer, start)
+            # The pod's logic sees the nominations that count for it, as the filters do.
+            with self._nominees(pod):
+                selection, ctx, active, ready = self._logic_now(pod)
+                if not ready:
+                    assert selection.active is not None
+                    self._spawn_attempt(entry, self._schedule_offloaded(
+                        entry, selection, selection.active, steer, start))
+                    return
+                self._decide(entry, ctx, selection, active, steer, start)
         except Exception as exc:
             self._attempt_failed(entry, exc, start)
 
@@ -514,8 +520,14 @@ class Scheduler:
             return
         if steer is None:
             steer = self.preemptor.nominated(pod.uid)  # kube tries the nominated node first
-        with self.preemptor.counting_nominees(ctx.table, pod):
+        with self._nominees(pod):
             self._decide_now(entry, ctx, selection, active, steer, start)
+
+    def _nominees(self, pod: PodInfo) -> contextlib.AbstractContextManager[None]:
+        """The table with the nominations that count for ``pod`` (only), within the block."""
+        if self.preemptor is None:
+            return contextlib.nullcontext()
+        return self.preemptor.counting_nominees(self.cache.table, pod)
 
     def _decide_now(self, entry: QueuedPod, ctx: CycleContext, selection: Selection,
                     active: StageOverride | None, steer: str | None, start: float) -> None:
@@ -672,9 +684,7 @@ class Scheduler:
         if not ready:
             assert selection.active is not None
             ctx, active = await self._resolve(pod, selection.active)
-        if self.preemptor is None:
-            return self.pipeline.schedule(ctx, active).node
-        with self.preemptor.counting_nominees(ctx.table, pod):
+        with self._nominees(pod):
             return self.pipeline.schedule(ctx, active).node
 
     def _attempt_failed(self, entry: QueuedPod, exc: Exception, start: float) -> None:

@@ -336,6 +336,8 @@ class NodeTable:
         # Per row, how many of its pods mount PersistentVolumeClaims; and across rows, how
         # many pods use each claim (namespace, name) — for the volume plugins.
         self.claim_pods: list[int] = []
+        # Per row, how many claims its pods mount (an upper bound of the volumes attached).
+        self.claim_count: IntArray = np.zeros(capacity, np.int64)
         self.claim_users: collections.Counter[tuple[str, str]] = collections.Counter()
         # Bumped whenever a node name gets or loses a slot (for indexes keyed by node name).
         self.layout_generation = 0
@@ -379,6 +381,7 @@ class NodeTable:
         self.unschedulable, self.row_generation = grow(self.unschedulable), \
             grow(self.row_generation)
         self.occupant = grow(self.occupant)
+        self.claim_count = grow(self.claim_count)
         self.virtual, self.not_ready = grow(self.virtual), grow(self.not_ready)
         self.max_instance, self.price = grow(self.max_instance), grow(self.price)
         for column in self.label_index.values():
@@ -602,6 +605,7 @@ class NodeTable:
         self.pods[slot] = {}
         self.term_pods[slot] = 0
         self.claim_pods[slot] = 0
+        self.claim_count[slot] = 0
         self.occupant[slot] += 1
         self._free.append(slot)
         self._touch(slot)
@@ -648,6 +652,7 @@ class NodeTable:
             self.term_pods[slot] += 1
         if pod.claims:
             self.claim_pods[slot] += 1
+            self.claim_count[slot] += len(pod.claims)
             for claim in pod.claims:
                 self.claim_users[(pod.namespace, claim)] += 1
         self.priorities[pod.priority] += 1
@@ -682,6 +687,7 @@ class NodeTable:
             self.term_pods[slot] -= 1
         if pod.claims:
             self.claim_pods[slot] -= 1
+            self.claim_count[slot] -= len(pod.claims)
             for claim in pod.claims:
                 key = (pod.namespace, claim)
                 if self.claim_users[key] > 1:
@@ -824,6 +830,7 @@ class RowView:
         self.pods = [table.pods[r] for r in rows.tolist()]
         self.term_pods = [table.term_pods[r] for r in rows.tolist()]
         self.claim_pods = [table.claim_pods[r] for r in rows.tolist()]
+        self.claim_count = table.claim_count[rows]
         self.claim_users = table.claim_users
         self.volumes = table.volumes
         self.layout_generation = table.layout_generation

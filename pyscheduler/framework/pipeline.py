@@ -443,7 +443,7 @@ class Pipeline:
                 names = None  # deferred to the built-in stage: every built-in filter runs
             elif result.passed is not None and not result.passed[slot]:
                 return _row_reasons(result, slot)
-        rows = np.array([slot], np.intp)
+        sub: CycleContext | None = None  # the one row, for row-local filters
         for plugin in self.profile.filters:
             if names is not None and plugin.name not in names:
                 continue
@@ -453,9 +453,10 @@ class Pipeline:
                     if not check(ctx, slot):
                         return []
                     continue
-                sub = CycleContext(ctx.pod, cast(NodeTable, RowView(ctx.table, rows)),
-                                   ctx.request, ctx.namespaces, {},
-                                   virtual_pass=ctx.virtual_pass)
+                if sub is None:
+                    view = RowView(ctx.table, np.array([slot], np.intp))
+                    sub = CycleContext(ctx.pod, cast(NodeTable, view), ctx.request,
+                                       ctx.namespaces, {}, virtual_pass=ctx.virtual_pass)
                 result, index = plugin.filter(sub), 0
             else:
                 result, index = plugin.filter(ctx), slot

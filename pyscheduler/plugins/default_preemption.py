@@ -289,6 +289,8 @@ class DefaultPreemption:
             return PreemptionResult(None, _no_node_message(total, nobody),
                                     clear_nomination=True)
         budget_list = list(budgets)
+        by_resources = _only_resources_change(pod)
+        approximate: set[str] = set()
         wanted = self.candidates_wanted(len(potential))
         offset = int(self.rng.integers(len(potential)))
         clean: list[Candidate] = []
@@ -298,7 +300,12 @@ class DefaultPreemption:
         for i in range(len(potential)):
             slot = int(potential[(offset + i) % len(potential)])
             checked += 1
-            found = self._victims_on(ctx, slot, fits, may_evict, budget_list)
+            if by_resources and not table.term_pods[slot]:
+                found = self._victims_by_resources(ctx, slot, may_evict, budget_list)
+                if isinstance(found, Candidate):
+                    approximate.add(found.node)
+            else:
+                found = self._victims_on(ctx, slot, fits, may_evict, budget_list)
             if isinstance(found, list):
                 statuses.update(found)
                 continue
@@ -312,24 +319,77 @@ class DefaultPreemption:
             statuses[NOT_HELPFUL] += total - checked
             return PreemptionResult(None, _no_node_message(total, statuses),
                                     clear_nomination=True)
-        if verify is None:
-            return PreemptionResult(pick_one_node(found_all), "")
-        for _ in range(min(VERIFY_CANDIDATES, len(found_all))):
+        turned_down = 0
+        while found_all and turned_down < VERIFY_CANDIDATES:
             best = pick_one_node(found_all)
-            if self._verified(table, best, verify):
-                return PreemptionResult(best, "")
             found_all = [c for c in found_all if c is not best]
-        return PreemptionResult(None, NOT_VERIFIED, clear_nomination=True)
+            if best.node in approximate:
+                # Worked out from resources alone: the filters must agree with the victims
+                # gone, or the node gets the full dry run.
+                approximate.discard(best.node)
+                if not self._holds(table, best, lambda slot: fits(slot, False) is None):
+                    exact = self._victims_on(ctx, table.slots[best.node], fits, may_evict,
+                                             budget_list)
+                    if isinstance(exact, Candidate):
+                        found_all.append(exact)
+                    continue
+            if verify is None or self._holds(table, best, verify):
+                return PreemptionResult(best, "")
+            turned_down += 1
+        if turned_down:
+            return PreemptionResult(None, NOT_VERIFIED, clear_nomination=True)
+        statuses[NOT_HELPFUL] += total - sum(statuses.values())
+        return PreemptionResult(None, _no_node_message(total, statuses), clear_nomination=True)
+
+    def _victims_by_resources(self, ctx: CycleContext, slot: int,
+                              may_evict: Callable[[PodInfo], bool],
+                              budgets: Sequence[DisruptionBudget]) -> Candidate | list[str]:
+        """:meth:`_victims_on` for a pod whose fit on this node only resources decide (see
+        :func:`_only_resources_change`): the same reprieve order, in arithmetic on the node's
+        requested column instead of filter runs. The caller confirms the chosen candidate
+        with the filters."""
+        pod, table = ctx.pod, ctx.table
+        potential = [p for p in table.pods[slot].values()
+                     if p.priority < pod.priority and may_evict(p)]
+        if not potential:
+            return [NO_VICTIMS]
+        request = ctx.request
+        width = len(request)
+        asked = request > 0
+        allocatable = table.allocatable[slot, :width]
+        used = table.requested[slot, :width].copy()
+        vectors = {p.uid: table.request_vector(p)[:width] for p in potential}
+        for vector in vectors.values():
+            used -= vector
+        lacking = asked & (used + request > allocatable)
+        if lacking.any():  # even with every evictable pod gone
+            return _shortfall(table, lacking)
+        potential.sort(key=importance)
+        violating, others = _split_by_budgets(potential, budgets)
+        victims: list[PodInfo] = []
+        violations = 0
+        for group, violates in ((violating, True), (others, False)):
+            for victim in group:
+                back = used + vectors[victim.uid]
+                if bool(np.all(~asked | (back + request <= allocatable))):
+                    used = back  # reprieved
+                else:
+                    victims.append(victim)
+                    violations += violates
+        if violating and others:
+            victims.sort(key=importance)
+        return _candidate(table.names[slot], victims, violations)
 
     @staticmethod
-    def _verified(table: NodeTable, candidate: Candidate, verify: VerifyFn) -> bool:
+    def _holds(table: NodeTable, candidate: Candidate, check: VerifyFn) -> bool:
+        """``check`` of the candidate's node with its victims gone (and back after)."""
         slot = table.slots[candidate.node]
         off: list[PodInfo] = []
         try:
             for victim in candidate.victims:
                 if table.remove_pod(slot, victim.uid) is not None:
                     off.append(victim)
-            return verify(slot)
+            return check(slot)
         finally:
             for victim in off:
                 table.add_pod(slot, victim)
@@ -370,10 +430,26 @@ class DefaultPreemption:
                         violations += violates
             if violating and others:
                 victims.sort(key=importance)
-            return Candidate(table.names[slot], tuple(victims), violations)
+            return _candidate(table.names[slot], victims, violations)
         finally:
             for victim in off.values():
                 table.add_pod(slot, victim)
+
+
+def _candidate(node: str, victims: list[PodInfo], violations: int) -> Candidate | list[str]:
+    """The candidate, or kube's status for a node that fits with no victim at all (the
+    filters that failed there answered for another state of the cluster)."""
+    if not victims:
+        return [f'expected at least one victim pod on node "{node}"']
+    return Candidate(node, tuple(victims), violations)
+
+
+def _only_resources_change(pod: PodInfo) -> bool:
+    """Whether evicting pods from a node can change the pod's fit there through its resources
+    only: it asks for no host port, no required pod (anti-)affinity, no hard spread, no claim
+    (a node whose pods carry affinity terms is looked at in full anyway)."""
+    return not (pod.host_ports or pod.affinity or pod.anti_affinity or pod.claims
+                or any(c.when_unsatisfiable == "DoNotSchedule" for c in pod.spread))
 
 
 def _short_even_without(table: NodeTable, slot: int, ctx: CycleContext,
@@ -387,8 +463,13 @@ def _short_even_without(table: NodeTable, slot: int, ctx: CycleContext,
     for victim in evictable:
         freed += table.request_vector(victim)[:width]
     free = table.allocatable[slot, :width] - table.requested[slot, :width] + freed
+    return _shortfall(table, (request > 0) & (request > free))
+
+
+def _shortfall(table: NodeTable, lacking: BoolArray) -> list[str]:
+    """NodeResourcesFit's reasons for the resource columns in ``lacking``."""
     short: list[str] = []
-    for index in np.flatnonzero((request > 0) & (request > free)):
+    for index in np.flatnonzero(lacking):
         name = table.resources[int(index)]
         short.append(TOO_MANY_PODS if name == "pods" else insufficient(name))
     return short

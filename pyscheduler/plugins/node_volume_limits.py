@@ -139,7 +139,7 @@ class NodeVolumeLimits:
             return FilterResult.all_pass()
         n = table.n
         over = np.zeros(n, np.bool_)
-        using = np.asarray(table.claim_pods[:n]) > 0
+        using = table.claim_count[:n] > 0
         for driver, handles in wanted.items():
             limit = self._limit_column(table, driver)[:n]
             limited = limit != _NO_LIMIT
@@ -147,7 +147,10 @@ class NodeVolumeLimits:
                 continue
             # Rows whose pods use no claim attach nothing: only the new volumes count.
             over |= limited & ~using & (len(handles) > limit)
-            for slot in np.flatnonzero(limited & using & ~over).tolist():
+            # A row's attached volumes are at most the claims its pods mount: only rows where
+            # those and the new volumes together could pass the limit need counting.
+            could = table.claim_count[:n] + len(handles) > limit
+            for slot in np.flatnonzero(limited & using & ~over & could).tolist():
                 attached = _attached(table.volumes, table.pods[slot].values(), driver)
                 # Only a driver the pod adds volumes of is checked: a node already over its
                 # limit still takes a pod whose volumes are all attached there.

@@ -289,7 +289,9 @@ def test_dry_run_stops_once_enough_candidates_are_found() -> None:
     cluster = Cluster(nodes, {f"n{i}": [pod(f"v{i}", priority=1)] for i in range(20)},
                       min_candidate_nodes_percentage=0, min_candidate_nodes_absolute=3)
     tried: list[int] = []
-    info_ = pod_info(pod("p", priority=10))
+    with_port = pod("p", priority=10)  # a host port: every node gets the full dry run
+    with_port["spec"]["containers"][0]["ports"] = [{"containerPort": 80, "hostPort": 80}]
+    info_ = pod_info(with_port)
     ctx = CycleContext.for_pod(info_, cluster.table)
     outcome = cluster.pipeline.filter(ctx)
 
@@ -376,3 +378,35 @@ def test_verification_turns_down_a_candidate_and_the_next_best_is_taken() -> Non
     assert refused.candidate is None and refused.clear_nomination
     assert refused.message == ("the pod's stage logic rejects every candidate node even with "
                                "the victims gone")
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_victims_by_resources_agree_with_the_full_dry_run(seed: int) -> None:
+    """For a pod whose fit only resources decide, the arithmetic reprieve picks the same
+    victims as running the filters at every step, on every node."""
+    rng = np.random.default_rng(seed)
+    nodes = [node(f"n{i}", cpu=str(int(rng.integers(2, 6)))) for i in range(6)]
+    pods: dict[str, list[Obj]] = {}
+    for i in range(6):
+        pods[f"n{i}"] = [pod(f"v{i}-{j}", cpu=f"{int(rng.integers(1, 10)) * 100}m",
+                             priority=int(rng.integers(0, 8)), start=(T0, T1, T2)[j % 3],
+                             labels={"app": "db"} if rng.random() < 0.4 else None)
+                         for j in range(int(rng.integers(1, 6)))]
+    cluster = Cluster(nodes, pods)
+    preemptor = pod_info(pod("p", cpu=f"{int(rng.integers(5, 40)) * 100}m", priority=5))
+    ctx = CycleContext.for_pod(preemptor, cluster.table)
+    budgets = [budget(int(rng.integers(0, 2)))]
+
+    def fits(slot: int, why: bool) -> list[str] | None:
+        return cluster.pipeline.fits_row(CycleContext.for_pod(preemptor, cluster.table), slot,
+                                         why=why)
+
+    for slot in range(cluster.table.n):
+        full = cluster.plugin._victims_on(ctx, slot, fits, lambda p: True, budgets)
+        quick = cluster.plugin._victims_by_resources(ctx, slot, lambda p: True, budgets)
+        if isinstance(full, Candidate):
+            assert isinstance(quick, Candidate)
+            assert [v.name for v in quick.victims] == [v.name for v in full.victims]
+            assert quick.pdb_violations == full.pdb_violations
+        else:
+            assert quick == full
