@@ -5,7 +5,8 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-stamp
 
 .PHONY: venv test typecheck lint-imports unit demo bench bench-apiserver bench-scheduler \
-	bench-fragments bench-bursting bench-fairness fragments toolchain test-wasmer clean image wheel
+	bench-fragments bench-bursting bench-fairness bench-shapes fragments toolchain test-wasmer \
+	clean image wheel
 
 $(STAMP): setup.cfg pyproject.toml sim/pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -69,7 +70,7 @@ demo: venv
 	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" bash hack/demo.sh
 
 # Benchmarks print figures and assert nothing about time.
-bench: bench-apiserver bench-scheduler bench-fragments bench-bursting bench-fairness
+bench: bench-apiserver bench-scheduler bench-fragments bench-bursting bench-fairness bench-shapes
 
 bench-apiserver: venv
 	$(PY) hack/bench_apiserver.py
@@ -87,6 +88,11 @@ bench-bursting: venv
 
 bench-fairness: venv
 	$(PY) hack/bench_fairness.py --nodes 1000 --pods 2000 --turns 3 --json bench-fairness.json
+
+# kube-scheduler's scheduler_perf workloads for preemption, volumes and churn, at kube's sizes,
+# beside the throughput kube-scheduler must reach on them in its CI.
+bench-shapes: venv
+	$(PY) hack/bench_perf_shapes.py --json bench-shapes.json
 
 # The wheel (dist/pyscheduler-<version>-py3-none-any.whl), built as the Dockerfile builds it.
 wheel: venv
