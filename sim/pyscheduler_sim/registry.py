@@ -49,6 +49,7 @@ Obj = dict[str, Any]
 
 # kube's utilrand alphabet: no vowels (no words) and no confusable characters.
 _NAME_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
+_GENERATE_NAME_TRIES = 8
 _MAX_GENERATED_PREFIX = 63 - 5
 
 CORE_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
@@ -288,7 +289,13 @@ class Registry:
         if not meta.get("name") and isinstance(meta.get("generateName"), str) \
                 and meta["generateName"]:
             prefix = meta["generateName"][:_MAX_GENERATED_PREFIX]
-            meta["name"] = prefix + "".join(self.rng.choice(_NAME_ALPHABET) for _ in range(5))
+            # kube-apiserver (RetryGenerateName, GA in 1.32) tries up to 8 names before it
+            # answers AlreadyExists.
+            for _ in range(_GENERATE_NAME_TRIES):
+                meta["name"] = prefix + "".join(self.rng.choice(_NAME_ALPHABET)
+                                                for _ in range(5))
+                if self.store.get(rt, namespace, meta["name"]) is None:
+                    break
         now = now_rfc3339()
         # The uid comes first, as in kube's generic store: strategies may use it (a Job's
         # generated selector names it).

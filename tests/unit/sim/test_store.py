@@ -140,3 +140,19 @@ def test_readers_get_private_copies(reg: Registry) -> None:
     got = reg.get(cms, "default", "a")
     got["metadata"]["labels"]["x"] = "mutated"
     assert reg.get(cms, "default", "a")["metadata"]["labels"] == {}
+
+
+def test_a_generated_name_already_taken_is_drawn_again() -> None:
+    """kube-apiserver's RetryGenerateName: a collision costs another draw, not a 409."""
+    import random
+
+    reg = Registry(Store())
+    cms = reg.type("", "v1", "configmaps")
+    reg.rng = random.Random(1)
+    first = reg.create(cms, "default", {"metadata": {"generateName": "x-",
+                                                     "namespace": "default"}})
+    reg.rng = random.Random(1)  # the same draw again
+    second = reg.create(cms, "default", {"metadata": {"generateName": "x-",
+                                                      "namespace": "default"}})
+    assert second["metadata"]["name"] != first["metadata"]["name"]
+    assert second["metadata"]["name"].startswith("x-")
