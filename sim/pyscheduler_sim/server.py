@@ -146,6 +146,10 @@ class ApiServer:
         a ``code`` Status (e.g. 500, 503, 429), as an overloaded or failing server would."""
         self._faults.append([method.upper(), re.compile(path_pattern), code, count])
 
+    def clear_failures(self) -> None:
+        """End every fault :meth:`inject_failures` set up."""
+        self._faults.clear()
+
     def _injected(self, request: web.Request) -> errors.ApiError | None:
         for fault in self._faults:
             method, pattern, code, remaining = fault

@@ -252,3 +252,37 @@ def test_the_configured_order_decides_between_preempting_and_bursting(
                             if e.reason == "Preempted"]
         finally:
             s.stop()
+
+
+def test_failed_evictions_and_a_new_leader_still_finish_the_preemption(
+        sim: BackgroundCluster, core: client.CoreV1Api, ns: str) -> None:
+    """The API server refuses the victim's deletion and the scheduler is stopped right after
+    it nominated: the nomination is on the pod, a second scheduler reads it back, preempts
+    again and binds the pod — with exactly one pod evicted."""
+    first = SchedulerThread(sim.kubeconfig, leaderElection={"enabled": False}, seed=4).start()
+    try:
+        for i in range(2):
+            core.create_namespaced_pod(ns, {
+                "metadata": {"name": f"low{i}", "labels": {"app": "low"}},
+                "spec": template("low", "low", cpu="2")["spec"]})
+        wait_for(lambda: len(running(core, ns, "low")) == 2, what="low pods bound")
+        sim.call(lambda: sim.cluster.server.inject_failures(
+            "DELETE", rf"/namespaces/{ns}/pods/low", 500, 10**6))
+        core.create_namespaced_pod(ns, {"metadata": {"name": "high", "labels": {"app": "high"}},
+                                        "spec": template("high", "high", cpu="2")["spec"]})
+        nominated = wait_for(
+            lambda: core.read_namespaced_pod("high", ns).status.nominated_node_name,
+            what="the nomination written before the victims")
+        assert len(running(core, ns, "low")) == 2  # no deletion got through
+    finally:
+        first.stop()
+    sim.call(lambda: sim.cluster.server.clear_failures())
+    second = SchedulerThread(sim.kubeconfig, leaderElection={"enabled": False}, seed=4).start()
+    try:
+        wait_for(lambda: core.read_namespaced_pod("high", ns).spec.node_name,
+                 timeout=30, what="the new scheduler finishing the preemption")
+        assert len(running(core, ns, "low")) == 1
+        assert nominated in {p.spec.node_name for p in
+                             core.list_namespaced_pod(ns, label_selector="app=high").items}
+    finally:
+        second.stop()
