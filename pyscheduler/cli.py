@@ -118,7 +118,7 @@ def _fragment_test(args: argparse.Namespace) -> int:
             config=_json_arg(args.fragment_config, "--fragment-config"),
             filter_mode=None if args.filter == "none" else args.filter,
             score_mode=None if args.score == "none" else args.score, weight=args.weight,
-            runtime=args.runtime)
+            runtime=args.runtime, prebind=_prebind_allowlist(args))
     except (OSError, ValueError, FragmentError) as exc:
         print(f"pyscheduler fragment test: {exc}", file=sys.stderr)
         return 2
@@ -166,6 +166,16 @@ async def _fragments_client(kubeconfig: str | None) -> Any:
     return client
 
 
+def _prebind_allowlist(args: argparse.Namespace) -> Any:
+    from pyscheduler.wasm.resource import StageSpec
+
+    def keys(text: str) -> tuple[str, ...]:
+        return tuple(k.strip() for k in text.split(",") if k.strip())
+
+    return StageSpec("extend", allowed_labels=keys(args.allowed_labels),
+                     allowed_annotations=keys(args.allowed_annotations))
+
+
 def _fragment_publish(args: argparse.Namespace) -> int:
     """Check everything that can be checked first (the resource, the module as the scheduler
     would load it, the cluster and its CRD, what the bucket holds), then upload and create or
@@ -174,18 +184,24 @@ def _fragment_publish(args: argparse.Namespace) -> int:
     from pyscheduler.wasm.errors import FragmentError
     from pyscheduler.wasm.fragment import Fragment
     from pyscheduler.wasm.resource import ResourceError, parse_resource
-    from pyscheduler.wasm.tool import resource_body
+    from pyscheduler.wasm.tool import lifecycle_exports, module_exports, resource_body
 
     prog = "pyscheduler fragment publish"
     try:
         config = _json_arg(args.fragment_config, "--fragment-config")
         wasm = Path(args.wasm).read_bytes()
-        filter_mode = None if args.filter == "none" else args.filter
-        score_mode = None if args.score == "none" else args.score
+        exports = module_exports(wasm)
+        filter_mode, score_mode = (
+            None if mode == "none" else
+            ("replace" if exports.get(f"wssp_{stage}") == "func" else None)
+            if mode == "auto" else mode
+            for stage, mode in (("filter", args.filter), ("score", args.score)))
+        prebind = _prebind_allowlist(args)
         body = resource_body(args.name, args.version, "s3://placeholder/x", "0" * 64,
                              filter_mode=filter_mode, score_mode=score_mode,
                              weight=args.weight, config=config,
-                             failure_policy=args.failure_policy, shadow=args.shadow)
+                             failure_policy=args.failure_policy, shadow=args.shadow,
+                             lifecycle=lifecycle_exports(exports), prebind=prebind)
         parse_resource(body)  # refuse a bad name or spec before anything else
         # The checks the scheduler makes when it loads the module (ABI, imports, exports,
         # wssp_init with this config), so that a module it would refuse is never uploaded.
@@ -350,8 +366,15 @@ def build_parser() -> argparse.ArgumentParser:
     fbuild.set_defaults(func=_fragment_build)
 
     def stage_options(p: argparse.ArgumentParser) -> None:
-        p.add_argument("--filter", choices=["replace", "extend", "none"], default="replace")
-        p.add_argument("--score", choices=["replace", "extend", "none"], default="replace")
+        auto = "auto: replace when the module exports the stage, else none"
+        p.add_argument("--filter", choices=["auto", "replace", "extend", "none"],
+                       default="auto", help=auto)
+        p.add_argument("--score", choices=["auto", "replace", "extend", "none"],
+                       default="auto", help=auto)
+        p.add_argument("--allowed-labels", default="",
+                       help="label keys pre-bind may set, comma-separated (prefix/* allowed)")
+        p.add_argument("--allowed-annotations", default="",
+                       help="annotation keys pre-bind may set, comma-separated")
         p.add_argument("--weight", type=int, default=1, help="score weight (default 1)")
         p.add_argument("--fragment-config",
                        help="the fragment's config as JSON, or @FILE to read it from FILE")

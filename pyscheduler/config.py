@@ -294,10 +294,12 @@ RESERVED_POOL_LABELS: Final = frozenset({
     names.POOL_LABEL, "kubernetes.io/os", "beta.kubernetes.io/os",
     "node.kubernetes.io/exclude-from-external-load-balancers",
     "alpha.service-controller.exclude-balancer"})
+#: kube-scheduler's cap on a permit wait.
+MAX_PERMIT_WAIT_SECONDS: Final = 900.0
 _FRAGMENTS_FIELDS: Final = ("runtime", "fuel", "timeoutMilliseconds", "memoryMiB",
                              "maxTimeoutMilliseconds", "logLinesPerSecond", "logBurst",
                              "quarantineAfterFailures", "quarantineSeconds", "callThreadNice",
-                             "inlineCallMilliseconds")
+                             "inlineCallMilliseconds", "maxPermitWaitSeconds")
 _STORAGE_FIELDS: Final = ("endpoint", "accessKey", "secretKey", "secure", "region",
                           "credentialsSecret", "allowedFileDirs", "maxBytes", "timeoutSeconds",
                           "allowedHttpHosts", "allowPrivateAddresses")
@@ -523,12 +525,19 @@ class _Parser:
         nice = self.integer(section, "callThreadNice", path, default.call_thread_nice, 0, 19)
         inline_ms = self.integer(section, "inlineCallMilliseconds", path,
                                  round(default.inline_call_seconds * 1000), 0, 50)
+        permit_wait, _ = self.seconds(section, "maxPermitWaitSeconds", path,
+                                      default.max_permit_wait_seconds)
+        if permit_wait > MAX_PERMIT_WAIT_SECONDS:
+            self.fail(_join(path, "maxPermitWaitSeconds"),
+                      f"must be at most {MAX_PERMIT_WAIT_SECONDS:g} (15 minutes, as in "
+                      f"kube-scheduler), got {permit_wait:g}")
         return FragmentsConfig(runtime=runtime, fuel=fuel, timeout_seconds=timeout_ms / 1000,
                                memory_mib=memory, max_timeout_seconds=limit_ms / 1000,
                                log_lines_per_second=rate, log_burst=burst,
                                quarantine_after_failures=failures,
                                quarantine_seconds=quarantine, call_thread_nice=nice,
-                               inline_call_seconds=inline_ms / 1000)
+                               inline_call_seconds=inline_ms / 1000,
+                               max_permit_wait_seconds=permit_wait)
 
     def storage(self, value: object) -> StorageSettings:
         path = "storage"
@@ -1061,6 +1070,7 @@ def dump_config(config: SchedulerConfig, *, include_identity: bool = False) -> d
             "quarantineSeconds": _number(config.fragments.quarantine_seconds),
             "callThreadNice": config.fragments.call_thread_nice,
             "inlineCallMilliseconds": round(config.fragments.inline_call_seconds * 1000),
+            "maxPermitWaitSeconds": _number(config.fragments.max_permit_wait_seconds),
         },
         "storage": {
             "endpoint": config.storage.endpoint,

@@ -113,7 +113,9 @@ EXTENSION_POINTS: Final[tuple[str, ...]] = (
 FRAGMENT_CALL_RESULTS: Final[tuple[str, ...]] = (
     "ok", "trap", "fuel", "timeout", "memory", "return", "output", "quarantined")
 #: Values of the fragment metrics' ``stage`` label.
-FRAGMENT_STAGES: Final[tuple[str, ...]] = ("filter", "score")
+FRAGMENT_STAGES: Final[tuple[str, ...]] = (
+    "filter", "score", "prefilter", "postfilter", "reserve", "unreserve", "permit", "prebind",
+    "postbind")
 #: Values of ``pyscheduler_fragment_shadow_disagreements_total``'s ``kind`` label.
 SHADOW_DISAGREEMENTS: Final[tuple[str, ...]] = ("feasible", "node", "error")
 #: Values of ``pyscheduler_rebalance_moves_total``'s ``strategy`` and ``result`` labels.
@@ -153,6 +155,8 @@ EXTENSION_POINT_BUCKETS: Final = exponential_buckets(0.0001, 2, 12)
 PLUGIN_BUCKETS: Final = exponential_buckets(0.00001, 1.5, 20)
 #: 1 ms to ~16 s for our bind histogram, the same layout as kube's attempt histograms.
 BIND_BUCKETS: Final = ATTEMPT_BUCKETS
+#: 10 ms to ~20 min, doubling: a pod held at permit (up to fragments.maxPermitWaitSeconds).
+PERMIT_WAIT_BUCKETS: Final = exponential_buckets(0.01, 2, 17)
 #: 10 µs to ~0.65 s, doubling: one fragment stage call (pyscheduler_fragment_*).
 FRAGMENT_CALL_BUCKETS: Final = exponential_buckets(0.00001, 2, 17)
 
@@ -263,6 +267,15 @@ class SchedulerMetrics:
             "pyscheduler_bind_duration_seconds",
             "Latency of the binding call to the API server, in seconds, successful or not.",
             buckets=BIND_BUCKETS, registry=registry)
+        self.permit_wait_duration = Histogram(
+            "scheduler_permit_wait_duration_seconds",
+            "Duration of waiting on permit (a fragment's), by result: Success when allowed, "
+            "Unschedulable when rejected, timed out or the pod was deleted.",
+            ["result"], buckets=PERMIT_WAIT_BUCKETS, registry=registry)
+        self.permit_waiting = Gauge(
+            "pyscheduler_permit_waiting_pods",
+            "Number of pods reserved on a node and held at a fragment's permit.",
+            registry=registry)
         self.informer_relists = Counter(
             "pyscheduler_informer_relists_total",
             "Number of full relists an informer made (start-up, or a watch expired with 410).",
@@ -483,6 +496,9 @@ class SchedulerMetrics:
         for queue, count in (("active", active), ("backoff", backoff),
                              ("unschedulable", unschedulable), ("gated", gated)):
             self.pending_pods.labels(queue).set(count)
+
+    def set_permit_waiting(self, count: int) -> None:
+        self.permit_waiting.set(count)
 
     def set_cache_size(self, *, nodes: int, pods: int, assumed_pods: int) -> None:
         """Set the three cache-size gauges at once."""

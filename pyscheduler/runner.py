@@ -70,7 +70,8 @@ class SchedulerApp:
         self.fragments = FragmentManager(
             self.scheduler.cache.table, client=client, settings=config.fragments,
             default=config.schedule_fragment, metrics=self.metrics,
-            on_ready=self.scheduler.fragment_ready, writes_status=lambda: self.leading)
+            on_ready=self.scheduler.fragment_ready, writes_status=lambda: self.leading,
+            waiting=self.scheduler.permits)
         self.scheduler.select = self.fragments.select
         self.cloud: HttpCloudAdapter | None = None
         self.virtual_nodes: VirtualNodeManager | None = None

@@ -54,6 +54,13 @@ from pyscheduler.api.times import rfc3339
 from pyscheduler.settings import SchedulerConfig
 from pyscheduler.framework.cache import Cache
 from pyscheduler.framework.interface import CycleContext
+from pyscheduler.framework.lifecycle import (
+    Lifecycle,
+    PostFilterAnswer,
+    PostFilterChoice,
+    UnreserveCause,
+    WaitingRoom,
+)
 from pyscheduler.framework.nodetable import BoolArray, NodeInfo, node_info
 from pyscheduler.framework.pipeline import (
     Pipeline,
@@ -64,6 +71,7 @@ from pyscheduler.framework.pipeline import (
     StageUnavailable,
     explain,
 )
+from pyscheduler.framework.pipeline import FilterOutcome
 from pyscheduler.framework.pod import PodInfo, PodSpecError, nominated_node, pod_info
 from pyscheduler.framework.queue import QueuedPod, SchedulingQueue
 from pyscheduler.kube.client import KubeClient, api_path
@@ -172,6 +180,11 @@ class Scheduler:
         self.recorder = EventRecorder(client, reporting_controller=self.name,
                                       reporting_instance=config.leader_election.identity)
         self.bind_slots = asyncio.Semaphore(config.bind_concurrency)
+        # Pods held at a fragment's permit; a release may leave room for pods that wait.
+        self.permits = WaitingRoom(
+            on_release=lambda outcome: self.queue.move_all_to_active("PermitReleased"))
+        # Post-filter answers a fragment gave off the loop, for the attempt that follows.
+        self._postfilter_answers: dict[str, PostFilterAnswer] = {}
         self.namespace_labels: dict[str, dict[str, str]] = {}
         self.bad_pods: dict[str, str] = {}  # uid -> parse problem already reported
         self._binds: set[asyncio.Task[None]] = set()
@@ -299,6 +312,8 @@ class Scheduler:
             self.observer.pod_gone(uid)
         self.queue.delete(uid)
         self.bad_pods.pop(uid, None)
+        self.permits.gone(uid)
+        self._postfilter_answers.pop(uid, None)
         self.volume_binder.forget(uid)
         if self.preemptor is not None:
             self.preemptor.forget(uid)
@@ -401,6 +416,7 @@ class Scheduler:
                 if self.metrics is not None:
                     self.metrics.set_pending_pods(**self.queue.counts())
                     self.metrics.set_cache_size(**self.cache.sizes())
+                    self.metrics.set_permit_waiting(len(self.permits))
                     self._export_counters()
             except Exception:  # a fault here must not end the housekeeping for good
                 log.exception("scheduler housekeeping failed")
@@ -546,17 +562,30 @@ class Scheduler:
             self._observe_stages(result)
         names = self.cache.table.names
         decision = explain(result, names) if wants_explain else None
+        if decision is not None and active is not None and active.name.startswith("fragment:"):
+            decision["fragment"] = {"name": active.name.removeprefix("fragment:"),
+                                    "answered": dict(active.answered)}
         message = ""
         preemption: PreemptionResult | None = None
+        lifecycle = active.lifecycle if active is not None else None
         if result.node is None:
+            after = self._postfilter(entry, ctx, lifecycle)
+            if after is None:
+                return  # the fragment's post-filter answers off the loop; the attempt follows
+            if decision is not None and lifecycle is not None:
+                _fragment_answers(decision, lifecycle.name)["postfilter"] = after.describe()
+            may_preempt = after.choice in (PostFilterChoice.DEFAULT, PostFilterChoice.PREEMPT,
+                                           PostFilterChoice.NOMINATE)
+            may_burst = after.choice in (PostFilterChoice.DEFAULT, PostFilterChoice.BURST)
             # Preemption before the pools (the default order) when it may find victims at
             # all; otherwise it runs, to say why not, only if no pool takes the pod either.
-            if self.preemptor is not None and self.preemptor.may_find_victims(pod, ctx.table) \
-                    and self.config.preemption.order == "PreemptThenBurst":
+            if self.preemptor is not None and may_preempt \
+                    and self.preemptor.may_find_victims(pod, ctx.table) \
+                    and (self.config.preemption.order == "PreemptThenBurst" or not may_burst):
                 result = self._diagnosed(result, ctx, active, sample)
-                preemption = self._preempt(ctx, active, result, selection.active)
+                preemption = self._preempt(ctx, active, result, selection.active, after.node)
             burst = None
-            if preemption is None or preemption.candidate is None:
+            if may_burst and (preemption is None or preemption.candidate is None):
                 burst = self._burst_pass(ctx, active, wants_explain)
             if burst is not None and decision is not None:
                 decision = {**explain(burst, names), "pass": "burst", "realNodes": decision}
@@ -564,11 +593,15 @@ class Scheduler:
                 result = burst
             else:
                 result = self._diagnosed(result, ctx, active, sample)
-                if preemption is None:
-                    preemption = self._preempt(ctx, active, result, selection.active)
+                if preemption is None and may_preempt:
+                    preemption = self._preempt(ctx, active, result, selection.active,
+                                               after.node)
                 message = result.filtered.diagnose().message()
                 if preemption is not None and preemption.message:
                     message = f"{message} preemption: {preemption.message}."
+                if after.message:
+                    message = f"{message} {lifecycle.name if lifecycle else ''}: " \
+                              f"{after.message}"
                 if burst is not None:
                     burst_message = burst.filtered.diagnose().message().replace(
                         "nodes are available", "cloud pools are available", 1)
@@ -596,7 +629,40 @@ class Scheduler:
             self.preemptor.forget(pod.uid)
         self.cache.assume(pod, result.node)
         self._observe("scheduled", start)
-        self._spawn(self._bind(entry, result.node, decision))
+        self._spawn(self._bind(entry, result.node, decision, lifecycle))
+
+    def _postfilter(self, entry: QueuedPod, ctx: CycleContext,
+                    lifecycle: Lifecycle | None) -> PostFilterAnswer | None:
+        """What the pod's logic says to do now that no real node fits: the scheduler's own
+        order when it has no post-filter. None when the fragment must answer off the loop:
+        the answer is then awaited in a task, which makes the attempt again with it."""
+        pod = entry.pod
+        known = self._postfilter_answers.pop(pod.uid, None)
+        if lifecycle is None or "postfilter" not in lifecycle.stages:
+            return PostFilterAnswer()
+        if known is not None:
+            return known
+        now = lifecycle.postfilter_now(ctx)
+        if now is not None:
+            return now
+        self._spawn_attempt(entry, self._postfilter_offloaded(entry, ctx, lifecycle))
+        return None
+
+    async def _postfilter_offloaded(self, entry: QueuedPod, ctx: CycleContext,
+                                    lifecycle: Lifecycle) -> None:
+        start = time.perf_counter()
+        try:
+            answer = await lifecycle.postfilter(ctx)
+            if not self.queue.pending(entry.pod.uid):
+                self.queue.done(entry.pod.uid)
+                return
+            self._postfilter_answers[entry.pod.uid] = answer
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            self._attempt_failed(entry, exc, start)
+            return
+        self.schedule_one(entry)  # on the table as it is now, with the answer
 
     def _diagnosed(self, result: ScheduleResult, ctx: CycleContext,
                    active: StageOverride | None, sample: bool) -> ScheduleResult:
@@ -607,14 +673,22 @@ class Scheduler:
         return self.pipeline.schedule(ctx, active, sample=sample)
 
     def _preempt(self, ctx: CycleContext, active: StageOverride | None,
-                 result: ScheduleResult,
-                 logic: StageOverride | None) -> PreemptionResult | None:
+                 result: ScheduleResult, logic: StageOverride | None,
+                 only: str | None = None) -> PreemptionResult | None:
         """The post-filter for a pod no real node fits; None when preemption is disabled.
         ``logic`` is the pod's stage logic before it was evaluated (``active`` is its
         answers): a filter stage of its own is asked again about the node preemption chooses,
-        with the victims gone — on the loop, or not at all if it cannot answer there."""
+        with the victims gone — on the loop, or not at all if it cannot answer there.
+        ``only``: the one node preemption may look at (a fragment's post-filter named it)."""
         if self.preemptor is None:
             return None
+        outcome = result.filtered
+        if only is not None:
+            keep = np.zeros_like(outcome.valid)
+            slot = self.cache.table.slots.get(only)
+            if slot is not None and slot < len(keep):
+                keep[slot] = outcome.valid[slot]
+            outcome = FilterOutcome(outcome.feasible, keep, outcome.results)
         pod, table, namespaces = ctx.pod, ctx.table, ctx.namespaces
 
         def verify(slot: int) -> bool:
@@ -629,7 +703,7 @@ class Scheduler:
             answer = resolved.filter(fresh)
             return answer is None or answer.passed is None or bool(answer.passed[slot])
 
-        return self.preemptor.preempt(ctx, result.filtered, self.pipeline, active, verify)
+        return self.preemptor.preempt(ctx, outcome, self.pipeline, active, verify)
 
     def _burst_pass(self, ctx: CycleContext, active: StageOverride | None,
                     wants_explain: bool) -> ScheduleResult | None:
@@ -805,24 +879,52 @@ class Scheduler:
         self._binds.add(task)
         task.add_done_callback(self._binds.discard)
 
-    async def _bind(self, entry: QueuedPod, node: str, decision: Obj | None) -> None:
-        """Bind the assumed pod to ``node``, real or virtual: one path for both. A pod going to
-        a cloud pool's virtual node is labelled first (pre-bind), so that it reads as virtual
-        from the moment it is bound."""
+    async def _bind(self, entry: QueuedPod, node: str, decision: Obj | None,
+                    lifecycle: Lifecycle | None = None) -> None:
+        """Bind the assumed pod to ``node``, real or virtual: one path for both. The pod's
+        fragment, when it takes those stages, reserves, permits (maybe holding the pod until
+        it allows it) and adds labels first; a pod going to a cloud pool's virtual node is
+        labelled (pre-bind), so that it reads as virtual from the moment it is bound."""
         pod = entry.pod
         table = self.cache.table
         slot = table.slots.get(node)
         info = table.infos[slot] if slot is not None else None
         pool = info.pool if info is not None else None
         outcome: BindOutcome | None = None
+        patch: Obj = {}
+        if lifecycle is not None:
+            try:
+                gate = await self._fragment_gate(entry, node, lifecycle, decision)
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # StageFailed, or a fault: the pod is not bound now
+                gate = (str(exc) if isinstance(exc, StageFailed) else
+                        f"scheduling failed: {type(exc).__name__}: {exc}",
+                        UnreserveCause.REFUSED)
+                if not isinstance(exc, StageFailed):
+                    log.exception("fragment stage failed", pod=pod.key, node=node)
+            if isinstance(gate, tuple):
+                message, cause = gate
+                await self._unreserve(pod, node, lifecycle, cause)
+                self.cache.forget(pod.uid)
+                if cause is UnreserveCause.GONE:
+                    self.queue.delete(pod.uid)
+                    return
+                self.queue.requeue_backoff(pod.uid, "PermitRejected")
+                await self._set_unschedulable(pod, message, "Unschedulable", decision)
+                return
+            patch = gate
         if pool is not None:
-            outcome = await self._pre_bind_virtual(pod)
+            outcome = await self._pre_bind_virtual(pod, patch)
         else:
-            problem = await self.volume_binder.bind(pod, node)
-            if problem is not None:
-                log.warning("could not bind the pod's volumes", pod=pod.key, node=node,
-                            problem=problem)
-                outcome = BindOutcome.RETRY
+            if patch:
+                outcome = await self._pre_bind_patch(pod, patch)
+            if outcome is None:
+                problem = await self.volume_binder.bind(pod, node)
+                if problem is not None:
+                    log.warning("could not bind the pod's volumes", pod=pod.key, node=node,
+                                problem=problem)
+                    outcome = BindOutcome.RETRY
         if outcome is None:
             outcome = await self._guarded_binding(pod, node)
         self.volume_binder.forget(pod.uid)
@@ -837,24 +939,97 @@ class Scheduler:
             self._bound(entry, node, note)
             if decision is not None:
                 await self._annotate_decision(pod, decision)
+            if lifecycle is not None and "postbind" in lifecycle.stages:
+                await self._lifecycle_call(lifecycle.postbind(self._context(pod), node), pod)
             return
+        if lifecycle is not None:
+            await self._unreserve(pod, node, lifecycle, UnreserveCause.GONE
+                                  if outcome is BindOutcome.GONE else UnreserveCause.BIND_FAILED)
         self.cache.forget(pod.uid)
         self._not_bound(pod.uid, outcome)
 
-    async def _pre_bind_virtual(self, pod: PodInfo) -> BindOutcome | None:
-        """Label a pod bound for a virtual node; None when done, else the bind's outcome."""
+    def _context(self, pod: PodInfo) -> CycleContext:
+        return CycleContext.for_pod(pod, self.cache.table, self._namespaces_matching)
+
+    async def _fragment_gate(self, entry: QueuedPod, node: str, lifecycle: Lifecycle,
+                             decision: Obj | None) -> Obj | tuple[str, UnreserveCause]:
+        """Reserve, permit (waiting when told to) and pre-bind for a pod assumed on ``node``:
+        the labels and annotations to add (a merge patch, maybe empty), or why the pod is not
+        bound now and the unreserve cause."""
+        pod = entry.pod
+        answers = _fragment_answers(decision, lifecycle.name) if decision is not None else {}
+        reserved = await lifecycle.reserve(self._context(pod), node)
+        answers["reserve"] = reserved.describe()
+        if not reserved.ok:
+            return reserved.message, UnreserveCause.REFUSED
+        permit = await lifecycle.permit(self._context(pod), node)
+        answers["permit"] = permit.describe()
+        if permit.kind == "deny":
+            return permit.message, UnreserveCause.DENIED
+        if permit.kind == "wait":
+            held = self.permits.enter(pod, node, lifecycle.name, permit.timeout)
+            self.recorder.record(pod.raw, type_="Normal", reason="WaitingOnPermit",
+                                 action="Scheduling", note=permit.message or (
+                                     f"reserved on {node}, waiting up to {permit.timeout:g}s "
+                                     f"at permit of fragment {lifecycle.name}"))
+            began = time.perf_counter()
+            how, message = await self.permits.wait(held)
+            if self.metrics is not None:
+                self.metrics.permit_wait_duration.labels(
+                    "Success" if how == "allow" else "Unschedulable").observe(
+                    time.perf_counter() - began)
+            answers["permit"] += f"; {how}" + (f": {message}" if message else "")
+            if how != "allow":
+                cause = {"reject": UnreserveCause.DENIED, "timeout": UnreserveCause.TIMEOUT,
+                         "gone": UnreserveCause.GONE}[how]
+                return message, cause
+        prebind = await lifecycle.prebind(self._context(pod), node)
+        answers["prebind"] = prebind.describe()
+        if not prebind.ok:
+            return prebind.message, UnreserveCause.REFUSED
+        meta: Obj = {}
+        if prebind.labels:
+            meta["labels"] = dict(prebind.labels)
+        if prebind.annotations:
+            meta["annotations"] = dict(prebind.annotations)
+        return {"metadata": meta} if meta else {}
+
+    async def _unreserve(self, pod: PodInfo, node: str, lifecycle: Lifecycle,
+                         cause: UnreserveCause) -> None:
+        if "unreserve" in lifecycle.stages:
+            await self._lifecycle_call(
+                lifecycle.unreserve(self._context(pod), node, cause), pod)
+
+    async def _lifecycle_call(self, call: Awaitable[None], pod: PodInfo) -> None:
+        """A notification to the pod's fragment (unreserve, post-bind): its failure is the
+        fragment's, never the pod's."""
         try:
-            await self.client.patch(_pod_path(pod),
-                                    {"metadata": {"labels": {VIRTUAL_LABEL: "true"}}})
+            await call
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            log.warning("fragment notification failed", pod=pod.key, error=str(exc))
+
+    async def _pre_bind_patch(self, pod: PodInfo, patch: Obj) -> BindOutcome | None:
+        """Add a fragment's pre-bind labels and annotations; None when done."""
+        try:
+            await self.client.patch(_pod_path(pod), patch)
         except NotFoundError:
             return BindOutcome.GONE
         except asyncio.CancelledError:
             raise
         except Exception as exc:
-            log.warning("could not label the pod for its virtual node", pod=pod.key,
+            log.warning("could not label the pod before binding", pod=pod.key,
                         error=str(exc))
             return BindOutcome.RETRY
         return None
+
+    async def _pre_bind_virtual(self, pod: PodInfo, patch: Obj) -> BindOutcome | None:
+        """Label a pod bound for a virtual node (with a fragment's pre-bind ``patch``); None
+        when done, else the bind's outcome."""
+        meta = dict(patch.get("metadata") or {})
+        meta["labels"] = {**(meta.get("labels") or {}), VIRTUAL_LABEL: "true"}
+        return await self._pre_bind_patch(pod, {"metadata": meta})
 
     async def _guarded_binding(self, pod: PodInfo, node: str) -> BindOutcome:
         """:meth:`_send_binding`, a fault in it turned into a retry of the pod."""
@@ -996,6 +1171,13 @@ def _node_changed(old: NodeInfo, new: NodeInfo) -> bool:
             or old.allocatable != new.allocatable or old.unschedulable != new.unschedulable
             or old.ready != new.ready or old.max_instance_cpu != new.max_instance_cpu
             or old.max_instance_memory != new.max_instance_memory)
+
+
+def _fragment_answers(decision: Obj, fragment: str) -> dict[str, str]:
+    """The explanation's record of what the pod's fragment answered, stage by stage."""
+    record = decision.setdefault("fragment", {"name": fragment, "answered": {}})
+    answered: dict[str, str] = record["answered"]
+    return answered
 
 
 def _finished(obj: Obj) -> bool:

@@ -223,6 +223,8 @@ class FragmentsConfig:
     quarantine_seconds: float = 30.0
     call_thread_nice: int = 10
     inline_call_seconds: float = 0.005
+    #: the longest a pod may wait at a fragment's permit (kube-scheduler's cap is 15 min)
+    max_permit_wait_seconds: float = 300.0
 
 
 @dataclass(frozen=True, slots=True)

@@ -224,3 +224,4 @@ def moto_s3() -> Iterator[Any]:
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait(10)
+

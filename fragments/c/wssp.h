@@ -7,6 +7,12 @@
  *     WSSP_EXPORT("wssp_filter") int wssp_filter(wssp_ctx *ctx);   (if it has a filter stage)
  *     WSSP_EXPORT("wssp_score")  int wssp_score(wssp_ctx *ctx);    (if it has a score stage)
  *
+ * and, for the stages of ABI minor 3 it takes (section 10), any of
+ *
+ *     WSSP_EXPORT("wssp_prefilter") int wssp_prefilter(wssp_ctx *ctx);
+ *     (likewise wssp_postfilter, wssp_reserve, wssp_unreserve, wssp_permit, wssp_prebind,
+ *      wssp_postbind: every stage function is (ctx) -> int, 0 when the call worked)
+ *
  * The header itself provides the other required exports: `wssp_abi_v1` (the version marker) and
  * `wssp_alloc` (a bump allocator). `memory` is exported by the linker.
  *
@@ -33,6 +39,7 @@
  *   7. init helpers: declaring reasons and wanted labels
  *   8. a small JSON reader for the configuration
  *   9. optional: the wssp.log import (define WSSP_WITH_LOG before including)
+ *  10. stages of minor 3 (prefilter .. postbind): answers, messages, commands, waiting pods
  */
 #ifndef WSSP_H
 #define WSSP_H
@@ -269,13 +276,29 @@ typedef struct wssp_ctx {
     wssp_u32 changed;            /*  96  u32[C]: rows changed since this stage's last call (1.1) */
     wssp_u32 n_changed;          /* 100  rows listed, or WSSP_ALL_ROWS (1.1) */
     wssp_u32 host_minor;         /* 104  the newest minor the host speaks (1.1; 0 before) */
-    wssp_u32 reserved_108[5];    /* 108..127 */
+    /* stages 3-9 (1.3; zero on older hosts, which never call those stages) */
+    wssp_u32 node_row;           /* 108  host: the pod's node row (reserve..postbind), else
+                                            WSSP_NO_ROW */
+    wssp_u32 answer;             /* 112  guest: the stage's answer code (host writes 0) */
+    wssp_u32 answer_value;       /* 116  guest: a number going with the answer (host writes 0) */
+    wssp_u32 message;            /* 120  guest: text, why (host writes 0) */
+    wssp_u32 message_len;        /* 124 */
     /* guest fields */
     wssp_u32 reasons;            /* 128  lines; reason id k is line k (1-based) */
     wssp_u32 reasons_len;        /* 132 */
     wssp_u32 want_labels;        /* 136  lines */
     wssp_u32 want_labels_len;    /* 140 */
-    wssp_u32 reserved_144[28];   /* 144..255 */
+    /* stages 3-9, continued (1.3) */
+    wssp_u32 output;             /* 144  guest: command lines (host writes 0) */
+    wssp_u32 output_len;         /* 148 */
+    wssp_u32 waiting;            /* 152  host: lines, the pods waiting at this fragment's permit */
+    wssp_u32 waiting_len;        /* 156 */
+    wssp_u32 prefilter_rows;     /* 160  host: u8[C], zeroed before each wssp_prefilter */
+    wssp_u32 cause;              /* 164  host: why wssp_unreserve is called (WSSP_CAUSE_*) */
+    wssp_u32 now_ms[2];          /* 168  host: i64 wall clock, Unix milliseconds (stages 1-9);
+                                            read with wssp_now_ms() (kept as two u32 so that
+                                            the struct needs only 4-byte alignment) */
+    wssp_u32 reserved_176[20];   /* 176..255 */
 } wssp_ctx;
 
 #define WSSP_CHECK_OFFSET(field, offset) \
@@ -311,12 +334,32 @@ WSSP_CHECK_OFFSET(reasons, 128);
 WSSP_CHECK_OFFSET(reasons_len, 132);
 WSSP_CHECK_OFFSET(want_labels, 136);
 WSSP_CHECK_OFFSET(want_labels_len, 140);
+WSSP_CHECK_OFFSET(node_row, 108);
+WSSP_CHECK_OFFSET(answer, 112);
+WSSP_CHECK_OFFSET(answer_value, 116);
+WSSP_CHECK_OFFSET(message, 120);
+WSSP_CHECK_OFFSET(message_len, 124);
+WSSP_CHECK_OFFSET(output, 144);
+WSSP_CHECK_OFFSET(output_len, 148);
+WSSP_CHECK_OFFSET(waiting, 152);
+WSSP_CHECK_OFFSET(waiting_len, 156);
+WSSP_CHECK_OFFSET(prefilter_rows, 160);
+WSSP_CHECK_OFFSET(cause, 164);
+WSSP_CHECK_OFFSET(now_ms, 168);
 _Static_assert(sizeof(wssp_ctx) == 256, "the context is 256 bytes");
 #undef WSSP_CHECK_OFFSET
 
 #define WSSP_STAGE_INIT 0
 #define WSSP_STAGE_FILTER 1
 #define WSSP_STAGE_SCORE 2
+/* Stages of minor 3 (section 10); a module takes those whose wssp_<stage> it exports. */
+#define WSSP_STAGE_PREFILTER 3
+#define WSSP_STAGE_POSTFILTER 4
+#define WSSP_STAGE_RESERVE 5
+#define WSSP_STAGE_UNRESERVE 6
+#define WSSP_STAGE_PERMIT 7
+#define WSSP_STAGE_PREBIND 8
+#define WSSP_STAGE_POSTBIND 9
 
 /* Node flag bits (§4.1). */
 #define WSSP_NODE_PRESENT 0x1u
@@ -528,6 +571,28 @@ static inline int wssp_pod_annotation(const wssp_ctx *ctx, const char *key, wssp
     return wssp_lines_lookup(wssp_pod_annotations(ctx), wssp_cstr(key), value);
 }
 
+static inline int wssp_pod_label_str(const wssp_ctx *ctx, wssp_str key, wssp_str *value) {
+    return wssp_lines_lookup(wssp_pod_labels(ctx), key, value);
+}
+
+static inline int wssp_pod_annotation_str(const wssp_ctx *ctx, wssp_str key, wssp_str *value) {
+    return wssp_lines_lookup(wssp_pod_annotations(ctx), key, value);
+}
+
+/*
+ * The pod's uid (record offset 72 + 8R, minor 3). Empty when the record is older and does not
+ * cover the field (its `size` says how far it goes), or when the field points outside it.
+ */
+static inline wssp_str wssp_pod_uid(const wssp_ctx *ctx) {
+    const wssp_u8 *pod = wssp_pod_base(ctx);
+    wssp_u32 size = wssp_load_u32(pod);
+    wssp_u32 at = wssp_pod_tail(ctx) + 64;
+    if (size > ctx->pod_len || at + 8 > size) return wssp_str_make(0, 0);
+    wssp_u32 offset = wssp_load_u32(pod + at), len = wssp_load_u32(pod + at + 4);
+    if (offset > size || len > size - offset) return wssp_str_make(0, 0);
+    return wssp_str_make((const char *)pod + offset, len);
+}
+
 /* One node selector requirement. */
 typedef struct {
     wssp_u32 term;           /* 0: nodeSelector; k >= 1: required node affinity term k */
@@ -681,7 +746,12 @@ WSSP_EXPORT("wssp_alloc") wssp_u32 wssp_alloc(wssp_i32 size) {
     return (wssp_u32)(wssp_uptr)wssp_malloc((wssp_u32)size);
 }
 
-/* ABI major 1 (the name), minor 1 (the value): the outputs are the guest's between calls. */
+/*
+ * ABI major 1 (the name), minor 1 (the value): the outputs are the guest's between calls.
+ * The value stays 1 with the stages of minor 3: a host takes a stage because the module
+ * exports its function, not because of this number, so a module using section 10 loads on
+ * a host of minor 2 as well for its filter and score stages.
+ */
 WSSP_EXPORT("wssp_abi_v1") wssp_i32 wssp_abi_v1(void) { return 1; }
 
 /*
@@ -986,6 +1056,48 @@ static inline int wssp_json_array_next_string(wssp_json_iter *it, wssp_str *out)
     return 0;
 }
 
+/*
+ * Iterate the members of the object member `key` (`{"groups": {"a": 2, "b": 4}}`):
+ *
+ *     wssp_json_iter it;  wssp_str name;  wssp_json value;
+ *     if (wssp_json_object(cfg, "groups", &it))
+ *         while (wssp_json_object_next(&it, &name, &value)) ...   (name raw, value any JSON)
+ *
+ * wssp_json_object returns 0 when the member is absent or not an object; wssp_json_object_next
+ * returns 0 at the end and on malformed text. A value that is itself an object can be read
+ * with wssp_json_find / wssp_json_int & co. (they take any object's text).
+ */
+static inline int wssp_json_object(wssp_json j, const char *key, wssp_json_iter *it) {
+    wssp_json v;
+    if (!wssp_json_find(j, key, &v) || *v.ptr != '{') return 0;
+    it->ptr = v.ptr + 1; /* just after '{' */
+    it->end = v.end - 1; /* at '}' */
+    return 1;
+}
+
+static inline int wssp_json_object_next(wssp_json_iter *it, wssp_str *name, wssp_json *value) {
+    const char *p = wssp_json__ws(it->ptr, it->end);
+    if (p < it->end && *p == ',') p = wssp_json__ws(p + 1, it->end);
+    if (p >= it->end || *p != '"') return 0;
+    const char *after = wssp_json__skip_string(p, it->end);
+    if (!after) return 0;
+    *name = wssp_str_make(p + 1, (wssp_u32)(after - 1 - (p + 1)));
+    p = wssp_json__ws(after, it->end);
+    if (p >= it->end || *p != ':') return 0;
+    p = wssp_json__ws(p + 1, it->end);
+    const char *end = wssp_json__skip_value(p, it->end);
+    if (!end) return 0;
+    value->ptr = p;
+    value->end = end;
+    it->ptr = end;
+    return 1;
+}
+
+/* A value's text as an integer (a JSON number without fraction or exponent). */
+static inline int wssp_json_as_int(wssp_json v, wssp_i64 *out) {
+    return wssp_parse_i64(wssp_str_make(v.ptr, (wssp_u32)(v.end - v.ptr)), out);
+}
+
 /* Whether a raw JSON string needs decoding. */
 static inline int wssp_json_has_escape(wssp_str raw) {
     for (wssp_u32 i = 0; i < raw.len; i++) if (raw.ptr[i] == '\\') return 1;
@@ -1092,5 +1204,343 @@ static inline void wssp_log(int level, const char *message) {
     wssp__host_log(level, (wssp_u32)(wssp_uptr)message, wssp_cstrlen(message));
 }
 #endif
+
+/* ------------------------------------------------------------------------------------------ */
+/* 10. Stages of minor 3: prefilter, postfilter, reserve, unreserve, permit, prebind, postbind  */
+/* ------------------------------------------------------------------------------------------ */
+
+/*
+ * Each stage is an export `int wssp_<stage>(wssp_ctx *ctx)` returning 0 when the call worked.
+ * Before every call the host zeroes `answer`, `answer_value`, `message` and `output`, so a
+ * stage that sets nothing answers 0 (pass, default, ok, allow) with no message and no command.
+ *
+ *     WSSP_EXPORT("wssp_permit") int wssp_permit(wssp_ctx *ctx) {
+ *         wssp_set_answer(ctx, WSSP_PERMIT_WAIT);
+ *         wssp_set_answer_value(ctx, 30000);                    (wait at most 30 s)
+ *         wssp_set_message_cstr(ctx, "waiting for ");
+ *         wssp_message_add(ctx, wssp_pod_name(ctx));
+ *         wssp_waiting it = wssp_waiting_of(ctx);
+ *         wssp_waiting_pod w;
+ *         while (wssp_waiting_next(&it, &w)) wssp_output_allow(ctx, w.uid);
+ *         return 0;
+ *     }
+ *
+ * Message and output text go into two buffers of the SDK, allocated with wssp_malloc and
+ * reused from call to call (they grow, doubling, only when a call needs more than any call
+ * before): building them costs no allocation in the steady state. Every helper publishes the
+ * buffer's pointer and length into the context at once, and the first one used in a call
+ * starts from empty (the host zeroed the fields). Text from the SDK's helpers may come from
+ * anywhere (literals, the pod record, the waiting lines, the stack): it is copied.
+ */
+
+/* Answer codes (ABI.md "Answers"); unreserve's and postbind's answers are ignored. */
+#define WSSP_PREFILTER_PASS 0u
+#define WSSP_PREFILTER_REJECT 1u      /* unschedulable, with the message */
+#define WSSP_PREFILTER_RESTRICT 2u    /* only the rows marked with wssp_set_prefilter_row */
+#define WSSP_POSTFILTER_DEFAULT 0u    /* the configured preemption and bursting */
+#define WSSP_POSTFILTER_PREEMPT 1u    /* preemption only */
+#define WSSP_POSTFILTER_BURST 2u      /* bursting only */
+#define WSSP_POSTFILTER_WAIT 3u       /* neither: the pod stays Pending */
+#define WSSP_POSTFILTER_NOMINATE 4u   /* preempt on the real node at row answer_value only */
+#define WSSP_RESERVE_OK 0u
+#define WSSP_RESERVE_REJECT 1u
+#define WSSP_PERMIT_ALLOW 0u
+#define WSSP_PERMIT_DENY 1u
+#define WSSP_PERMIT_WAIT 2u           /* answer_value: the longest wait in milliseconds, >= 1 */
+#define WSSP_PREBIND_OK 0u
+#define WSSP_PREBIND_REJECT 1u
+
+/* Why wssp_unreserve is called (the context's `cause`). */
+#define WSSP_CAUSE_NONE 0u            /* every other stage */
+#define WSSP_CAUSE_REFUSED 1u         /* a stage after reserve refused the pod (reserve, prebind) */
+#define WSSP_CAUSE_DENIED 2u          /* permit denied it: an answer or a `reject` command */
+#define WSSP_CAUSE_TIMEOUT 3u         /* its permit wait timed out */
+#define WSSP_CAUSE_BIND_FAILED 4u     /* the binding failed */
+#define WSSP_CAUSE_GONE 5u            /* the pod was deleted, or the scheduler stopped leading */
+
+/* `node_row` outside reserve .. postbind. */
+#define WSSP_NO_ROW 0xFFFFFFFFu
+
+/* The row of the node the pod is placed on (reserve, unreserve, permit, prebind, postbind),
+ * WSSP_NO_ROW in the other stages. */
+static inline wssp_u32 wssp_node_row(const wssp_ctx *ctx) { return ctx->node_row; }
+
+/* During wssp_unreserve: WSSP_CAUSE_*; WSSP_CAUSE_NONE in the other stages. */
+static inline wssp_u32 wssp_cause(const wssp_ctx *ctx) { return ctx->cause; }
+
+/* A short English text for a cause, for messages ("permit wait timed out"). */
+static inline const char *wssp_cause_text(wssp_u32 cause) {
+    switch (cause) {
+    case WSSP_CAUSE_NONE: return "no cause";
+    case WSSP_CAUSE_REFUSED: return "refused after reserve";
+    case WSSP_CAUSE_DENIED: return "denied at permit";
+    case WSSP_CAUSE_TIMEOUT: return "permit wait timed out";
+    case WSSP_CAUSE_BIND_FAILED: return "binding failed";
+    case WSSP_CAUSE_GONE: return "pod deleted or scheduler stopped leading";
+    default: return "unknown cause";
+    }
+}
+
+/* Wall clock at the call, Unix milliseconds (stages 1-9; 0 during init and on older hosts). */
+static inline wssp_i64 wssp_now_ms(const wssp_ctx *ctx) { return wssp_load_i64(ctx->now_ms); }
+
+static inline void wssp_set_answer(wssp_ctx *ctx, wssp_u32 code) { ctx->answer = code; }
+static inline void wssp_set_answer_value(wssp_ctx *ctx, wssp_u32 value) {
+    ctx->answer_value = value;
+}
+
+/* During wssp_prefilter with WSSP_PREFILTER_RESTRICT: keep row i a candidate (the host zeroes
+ * every row before the call, so unmarked rows are taken away). */
+static inline void wssp_set_prefilter_row(wssp_ctx *ctx, wssp_u32 row, int keep) {
+    WSSP_PTR(wssp_u8, ctx->prefilter_rows)[row] = keep ? 1 : 0;
+}
+
+/* -- a reusable byte buffer -- */
+
+typedef struct {
+    char *ptr;
+    wssp_u32 len;
+    wssp_u32 cap;
+} wssp_buf;
+
+/* Room for `extra` more bytes; 0 when out of memory (the buffer is unchanged). A buffer that
+ * grows leaves its old block behind (the allocator never frees): it at most doubles the
+ * memory a buffer holds, once. */
+static inline int wssp_buf_reserve(wssp_buf *b, wssp_u32 extra) {
+    wssp_u64 need = (wssp_u64)b->len + extra;
+    if (need <= b->cap) return 1;
+    if (need > 0x40000000u) return 0;
+    wssp_u32 cap = b->cap ? b->cap : 256;
+    while (cap < need) cap *= 2;
+    char *bigger = (char *)wssp_malloc(cap);
+    if (!bigger) return 0;
+    if (b->len) wssp_memcpy(bigger, b->ptr, b->len);
+    b->ptr = bigger;
+    b->cap = cap;
+    return 1;
+}
+
+static inline void wssp_buf_clear(wssp_buf *b) { b->len = 0; }
+
+static inline wssp_str wssp_buf_str(const wssp_buf *b) { return wssp_str_make(b->ptr, b->len); }
+
+/* Append text; 0 when out of memory (nothing appended). */
+static inline int wssp_buf_add(wssp_buf *b, wssp_str s) {
+    if (!wssp_buf_reserve(b, s.len)) return 0;
+    if (s.len) wssp_memcpy(b->ptr + b->len, s.ptr, s.len);
+    b->len += s.len;
+    return 1;
+}
+
+static inline int wssp_buf_add_cstr(wssp_buf *b, const char *s) {
+    return wssp_buf_add(b, wssp_cstr(s));
+}
+
+/* Append an integer in decimal. */
+static inline int wssp_buf_add_i64(wssp_buf *b, wssp_i64 value) {
+    char digits[20];
+    wssp_u32 n = 0;
+    wssp_u64 v = value < 0 ? 0 - (wssp_u64)value : (wssp_u64)value;
+    do {
+        digits[n++] = (char)('0' + v % 10);
+        v /= 10;
+    } while (v);
+    if (!wssp_buf_reserve(b, n + 1)) return 0;
+    if (value < 0) b->ptr[b->len++] = '-';
+    while (n) b->ptr[b->len++] = digits[--n];
+    return 1;
+}
+
+/* -- the message: why the stage answered as it did (at most 1024 bytes are read) -- */
+
+static wssp_buf wssp__message;
+
+/* The buffer, emptied when the context no longer shows it (a new call: the host zeroed it). */
+static inline wssp_buf *wssp__message_of(wssp_ctx *ctx) {
+    if (ctx->message != (wssp_u32)(wssp_uptr)wssp__message.ptr ||
+        ctx->message_len != wssp__message.len)
+        wssp__message.len = 0;
+    return &wssp__message;
+}
+
+static inline int wssp__message_publish(wssp_ctx *ctx, int ok) {
+    ctx->message = (wssp_u32)(wssp_uptr)wssp__message.ptr;
+    ctx->message_len = wssp__message.len;
+    return ok;
+}
+
+/* Append to this call's message; 0 when out of memory. */
+static inline int wssp_message_add(wssp_ctx *ctx, wssp_str text) {
+    return wssp__message_publish(ctx, wssp_buf_add(wssp__message_of(ctx), text));
+}
+
+static inline int wssp_message_add_cstr(wssp_ctx *ctx, const char *text) {
+    return wssp_message_add(ctx, wssp_cstr(text));
+}
+
+static inline int wssp_message_add_i64(wssp_ctx *ctx, wssp_i64 value) {
+    return wssp__message_publish(ctx, wssp_buf_add_i64(wssp__message_of(ctx), value));
+}
+
+/* Replace this call's message. */
+static inline int wssp_set_message(wssp_ctx *ctx, wssp_str text) {
+    wssp_buf_clear(wssp__message_of(ctx));
+    return wssp_message_add(ctx, text);
+}
+
+static inline int wssp_set_message_cstr(wssp_ctx *ctx, const char *text) {
+    return wssp_set_message(ctx, wssp_cstr(text));
+}
+
+/* -- the output: command lines (at most 1000 lines and 64 KiB are read) -- */
+
+static wssp_buf wssp__output;
+
+static inline wssp_buf *wssp__output_of(wssp_ctx *ctx) {
+    if (ctx->output != (wssp_u32)(wssp_uptr)wssp__output.ptr ||
+        ctx->output_len != wssp__output.len)
+        wssp__output.len = 0;
+    return &wssp__output;
+}
+
+static inline int wssp__has_newline(wssp_str s) {
+    for (wssp_u32 i = 0; i < s.len; i++) if (s.ptr[i] == '\n') return 1;
+    return 0;
+}
+
+/* One line "<verb> <a>" or, with b.ptr set, "<verb> <a>=<b>"; all or nothing. 0 when out of
+ * memory or when a part holds a '\n' (it would make two commands of one). */
+static inline int wssp__output_line(wssp_ctx *ctx, const char *verb, wssp_str a, wssp_str b) {
+    wssp_buf *out = wssp__output_of(ctx);
+    wssp_str v = wssp_cstr(verb);
+    int pair = b.ptr != 0;
+    if (wssp__has_newline(a) || wssp__has_newline(b)) return 0;
+    if (!wssp_buf_reserve(out, 2 + v.len + a.len + (pair ? 1 + b.len : 0))) return 0;
+    if (out->len) wssp_buf_add(out, wssp_str_make("\n", 1));
+    wssp_buf_add(out, v);
+    wssp_buf_add(out, wssp_str_make(" ", 1));
+    wssp_buf_add(out, a);
+    if (pair) {
+        wssp_buf_add(out, wssp_str_make("=", 1));
+        wssp_buf_add(out, b);
+    }
+    ctx->output = (wssp_u32)(wssp_uptr)out->ptr;
+    ctx->output_len = out->len;
+    return 1;
+}
+
+/* `allow <uid>`: the pod waiting at this fragment's permit goes on to bind (prefilter,
+ * postfilter, reserve, unreserve, permit). */
+static inline int wssp_output_allow(wssp_ctx *ctx, wssp_str uid) {
+    return wssp__output_line(ctx, "allow", uid, wssp_str_make(0, 0));
+}
+
+/* `reject <uid>`: the waiting pod is refused (its unreserve runs with WSSP_CAUSE_DENIED, and
+ * this call's message tells it why). Same stages as allow. */
+static inline int wssp_output_reject(wssp_ctx *ctx, wssp_str uid) {
+    return wssp__output_line(ctx, "reject", uid, wssp_str_make(0, 0));
+}
+
+/* `label <key>=<value>` (prebind only; the key must be in the resource's allowlist). */
+static inline int wssp_output_label(wssp_ctx *ctx, wssp_str key, wssp_str value) {
+    return wssp__output_line(ctx, "label", key, value.ptr ? value : wssp_str_make("", 0));
+}
+
+/* `annotation <key>=<value>` (prebind only). */
+static inline int wssp_output_annotation(wssp_ctx *ctx, wssp_str key, wssp_str value) {
+    return wssp__output_line(ctx, "annotation", key, value.ptr ? value : wssp_str_make("", 0));
+}
+
+/* Drop this call's commands. */
+static inline void wssp_output_clear(wssp_ctx *ctx) {
+    wssp__output.len = 0;
+    ctx->output = (wssp_u32)(wssp_uptr)wssp__output.ptr;
+    ctx->output_len = 0;
+}
+
+/* -- the pods waiting at this fragment's permit -- */
+
+/*
+ * One line of `waiting`: `<uid> <namespace>/<name> <node> <labels>`, labels as `k=v,k=v`
+ * (empty when the pod has none). The parts point into the host's text (valid during the call).
+ *
+ *     wssp_waiting it = wssp_waiting_of(ctx);
+ *     wssp_waiting_pod w;
+ *     wssp_str group;
+ *     while (wssp_waiting_next(&it, &w))
+ *         if (wssp_waiting_label(&w, "pod-group.wssp.io/name", &group)) ...
+ */
+typedef struct {
+    wssp_str uid;
+    wssp_str ns;      /* namespace */
+    wssp_str name;
+    wssp_str node;
+    wssp_str labels;  /* k=v,k=v */
+} wssp_waiting_pod;
+
+typedef struct {
+    wssp_lines lines;
+} wssp_waiting;
+
+static inline wssp_str wssp_waiting_text(const wssp_ctx *ctx) {
+    return wssp_str_make(WSSP_PTR(const char, ctx->waiting), ctx->waiting_len);
+}
+
+static inline wssp_waiting wssp_waiting_of(const wssp_ctx *ctx) {
+    wssp_waiting it = {wssp_lines_of(wssp_waiting_text(ctx))};
+    return it;
+}
+
+/* Split one line; 0 when it is not of that shape. */
+static inline int wssp_waiting_parse(wssp_str line, wssp_waiting_pod *w) {
+    wssp_str part[4];
+    wssp_u32 start = 0, k = 0;
+    for (wssp_u32 i = 0; i < line.len && k < 3; i++) {
+        if (line.ptr[i] != ' ') continue;
+        part[k++] = wssp_str_make(line.ptr + start, i - start);
+        start = i + 1;
+    }
+    if (k < 3) return 0;
+    part[3] = wssp_str_make(line.ptr + start, line.len - start);
+    wssp_u32 slash = 0;
+    while (slash < part[1].len && part[1].ptr[slash] != '/') slash++;
+    if (slash == part[1].len) return 0;
+    w->uid = part[0];
+    w->ns = wssp_str_make(part[1].ptr, slash);
+    w->name = wssp_str_make(part[1].ptr + slash + 1, part[1].len - slash - 1);
+    w->node = part[2];
+    w->labels = part[3];
+    return 1;
+}
+
+/* The next waiting pod (lines not of the documented shape are skipped); 0 at the end. */
+static inline int wssp_waiting_next(wssp_waiting *it, wssp_waiting_pod *w) {
+    wssp_str line;
+    while (wssp_lines_next(&it->lines, &line))
+        if (wssp_waiting_parse(line, w)) return 1;
+    return 0;
+}
+
+/* The value of the waiting pod's label `key`; 0 when it has no such label. */
+static inline int wssp_waiting_label_str(const wssp_waiting_pod *w, wssp_str key,
+                                         wssp_str *value) {
+    const char *p = w->labels.ptr, *end = w->labels.ptr + w->labels.len;
+    while (p < end) {
+        const char *item = p;
+        while (p < end && *p != ',') p++;
+        wssp_u32 n = (wssp_u32)(p - item);
+        if (n > key.len && item[key.len] == '=' && wssp_memeq(item, key.ptr, key.len)) {
+            *value = wssp_str_make(item + key.len + 1, n - key.len - 1);
+            return 1;
+        }
+        p++; /* past the ',' */
+    }
+    return 0;
+}
+
+static inline int wssp_waiting_label(const wssp_waiting_pod *w, const char *key,
+                                     wssp_str *value) {
+    return wssp_waiting_label_str(w, wssp_cstr(key), value);
+}
 
 #endif /* WSSP_H */

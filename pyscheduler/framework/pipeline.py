@@ -37,6 +37,7 @@ from pyscheduler.framework.interface import (
     FilterResult,
     ScorePlugin,
 )
+from pyscheduler.framework.lifecycle import Lifecycle
 from pyscheduler.framework.nodetable import BoolArray, IntArray, NodeTable, RowView
 
 __all__ = [
@@ -125,6 +126,11 @@ class StageOverride:
     score_weight: int = 1
     evaluate: EvaluateFn | None = None
     evaluate_now: EvaluateNowFn | None = None
+    #: the pod's logic at post-filter, reserve, permit, pre-bind and post-bind (None: none)
+    lifecycle: Lifecycle | None = None
+    #: the stages this override's fragment took and what each answered, for the pod's
+    #: explanation (``(("prefilter", "pass"), ("filter", "ok"))``; set once resolved)
+    answered: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

@@ -7,6 +7,12 @@ writes the pod record and the per-pod columns, and makes one call per stage over
 Outputs are read straight from guest memory and checked (reason ids, score range) before they
 reach the pipeline.
 
+Minor 3 adds the lifecycle stages (:data:`NEW_STAGES`: prefilter, postfilter, reserve, unreserve,
+permit, prebind, postbind). Each is one call for one pod (:meth:`Guest.call_stage`) whose answer
+is a code, a number, a message and command lines, read back and checked against the stage's
+rules into a :class:`StageAnswer`. What the answer then means for the pod (allowlists, waits,
+real nodes) is the host's business: this module only refuses answers no stage can give.
+
 The guest's view of the table is fixed at instantiation: ``capacity`` rows, ``R`` resources and
 ``label_capacity`` label key columns. When the table outgrows any of them the caller creates a
 fresh :class:`Guest` (:class:`Resize`), which is also what happens after any failed call: an
@@ -21,11 +27,12 @@ worker thread and the latter on the loop, never both at once for one guest.
 
 from __future__ import annotations
 
+import re
 import struct
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, field
+from typing import Any, Final
 
 import numpy as np
 import numpy.typing as npt
@@ -45,15 +52,28 @@ __all__ = [
     "ABI_MINOR",
     "ALL_ROWS",
     "CTX_SIZE",
+    "EXPORT_SIGNATURES",
     "Guest",
+    "MAX_MESSAGE_BYTES",
+    "MAX_OUTPUT_BYTES",
+    "MAX_OUTPUT_LINES",
+    "NEW_STAGES",
+    "NO_ROW",
+    "PERMIT_WAIT",
+    "POSTFILTER_NOMINATE",
+    "PREFILTER_REJECT",
+    "PREFILTER_RESTRICT",
     "Resize",
+    "STAGE_IDS",
+    "StageAnswer",
     "TableShape",
     "abi_marker",
     "check_module",
+    "exported_stages",
 ]
 
 ABI_MAJOR = 1
-ABI_MINOR = 2  # the newest minor this host speaks (ABI.md §8)
+ABI_MINOR = 3  # the newest minor this host speaks (ABI.md §8)
 CTX_SIZE = 256
 NAME_FIELD = "metadata.name"
 MAX_SCORE = 100
@@ -64,7 +84,10 @@ _ALLOC, _REQ, _FLAGS, _NLABELS, _LABEL_CAP, _LABEL_KEYS, _LABEL_KEYS_LEN = 24, 2
 _LABELS, _LABEL_VALUES, _NODE_NAMES, _POD, _POD_LEN, _POD_TAINTS = 52, 56, 60, 64, 68, 72
 _CANDIDATES, _VERDICTS, _SCORES, _GENERATION, _STAGE = 76, 80, 84, 88, 92
 _CHANGED, _N_CHANGED, _HOST_MINOR = 96, 100, 104
+_NODE_ROW, _ANSWER, _ANSWER_VALUE, _MESSAGE, _MESSAGE_LEN = 108, 112, 116, 120, 124
 _REASONS, _REASONS_LEN, _WANT_LABELS, _WANT_LABELS_LEN = 128, 132, 136, 140
+_OUTPUT, _OUTPUT_LEN, _WAITING, _WAITING_LEN, _PREFILTER_ROWS, _CAUSE = 144, 148, 152, 156, 160, 164
+_NOW_MS = 168  # i64
 
 FLAG_PRESENT, FLAG_UNSCHEDULABLE, FLAG_NOT_READY, FLAG_VIRTUAL = 1, 2, 4, 8
 _NOT_READY_TAINTS = ("node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable")
@@ -74,6 +97,43 @@ POD_TAINTED, POD_CORDONED = 1, 2
 _OPS = {"In": 0, "NotIn": 1, "Exists": 2, "DoesNotExist": 3, "Gt": 4, "Lt": 5}
 _STAGE_INIT, _STAGE_FILTER, _STAGE_SCORE = 0, 1, 2
 ALL_ROWS = 0xFFFFFFFF  # n_changed: every row may have changed (ABI.md §4.3)
+NO_ROW = 0xFFFFFFFF  # node_row outside reserve..postbind (ABI.md §4)
+
+#: The lifecycle stages of minor 3 (ABI.md §9), each served by the export ``wssp_<stage>``.
+NEW_STAGES: Final[tuple[str, ...]] = (
+    "prefilter", "postfilter", "reserve", "unreserve", "permit", "prebind", "postbind")
+#: The context's ``stage`` value during each call.
+STAGE_IDS: Final[Mapping[str, int]] = {
+    "init": _STAGE_INIT, "filter": _STAGE_FILTER, "score": _STAGE_SCORE, "prefilter": 3,
+    "postfilter": 4, "reserve": 5, "unreserve": 6, "permit": 7, "prebind": 8, "postbind": 9}
+# The highest answer code of each stage; None: the answer is ignored (a notification).
+_MAX_ANSWER: dict[str, int | None] = {
+    "prefilter": 2, "postfilter": 4, "reserve": 1, "unreserve": None, "permit": 2,
+    "prebind": 1, "postbind": None}
+# The command verbs each stage may write (ABI.md §9.2).
+_VERBS: dict[str, tuple[str, ...]] = {
+    "prefilter": ("allow", "reject"), "postfilter": ("allow", "reject"),
+    "reserve": ("allow", "reject"), "unreserve": ("allow", "reject"),
+    "permit": ("allow", "reject"), "prebind": ("label", "annotation"), "postbind": ()}
+# The answers the host reads more than the range of (ABI.md §9.2).
+PREFILTER_REJECT, PREFILTER_RESTRICT = 1, 2
+POSTFILTER_NOMINATE = 4
+PERMIT_WAIT = 2
+MAX_MESSAGE_BYTES = 1024
+MAX_OUTPUT_BYTES = 64 * 1024
+MAX_OUTPUT_LINES = 1000
+
+#: The signature every ``wssp_*`` function export must have (the marker is checked apart), in
+#: the order of a pod's pipeline.
+EXPORT_SIGNATURES: Final[Mapping[str, binary.FuncSig]] = {
+    "wssp_alloc": binary.FuncSig((binary.I32,), (binary.I32,)),
+    "wssp_init": binary.FuncSig((binary.I32, binary.I32, binary.I32), (binary.I32,)),
+    **{f"wssp_{stage}": binary.FuncSig((binary.I32,), (binary.I32,)) for stage in (
+        "prefilter", "filter", "score", "postfilter", "reserve", "unreserve", "permit",
+        "prebind", "postbind")},
+}
+# C0 and C1 control characters (and DEL), shown as spaces in a stage's message.
+_CONTROLS = {c: " " for c in (*range(0x20), 0x7F, *range(0x80, 0xA0))}
 
 LogFn = Callable[[int, bytes], None]
 
@@ -88,6 +148,32 @@ class TableShape:
     @classmethod
     def of(cls, table: NodeTable) -> TableShape:
         return cls(table.capacity, tuple(table.resources))
+
+
+@dataclass(frozen=True, slots=True)
+class StageAnswer:
+    """What one call of a lifecycle stage answered, checked (ABI.md §9).
+
+    ``code`` is the stage's answer (0 for unreserve and postbind, whose answer is ignored);
+    ``value`` the number going with it (postfilter's nominated row, permit's wait in
+    milliseconds); ``message`` the guest's reason, sanitized. ``commands`` are the output lines
+    as (verb, argument): ``allow``/``reject`` with a uid, ``label``/``annotation`` with the raw
+    ``key=value`` text (the host checks keys and values). ``rows`` is set for prefilter's answer
+    2 only: over rows 0..N of the call, True where the guest kept the row a candidate."""
+
+    stage: str
+    code: int
+    value: int = 0
+    message: str = ""
+    commands: tuple[tuple[str, str], ...] = ()
+    rows: BoolArray | None = field(default=None, compare=False)  # (arrays do not compare)
+
+
+def exported_stages(module: Module) -> frozenset[str]:
+    """The lifecycle stages (:data:`NEW_STAGES`) ``module`` takes: those it exports a function
+    ``wssp_<stage>`` for."""
+    exports = module.exports
+    return frozenset(s for s in NEW_STAGES if exports.get(f"wssp_{s}") == "func")
 
 
 class Resize(Exception):
@@ -123,7 +209,9 @@ def guest_minor(instance: Instance, exports: Mapping[str, str]) -> int:
 
 
 def check_module(module: Module, *, filter: bool, score: bool) -> None:
-    """Refuse a module that cannot serve the configured stages (ABI.md §1)."""
+    """Refuse a module that cannot serve the configured stages (ABI.md §1): no or a wrong
+    marker, a missing export, a ``wssp_*`` function export whose signature is not the ABI's, an
+    unknown ``wssp_*`` export."""
     exports = module.exports
     abi_marker(exports)
     marker = f"wssp_abi_v{ABI_MAJOR}"
@@ -151,6 +239,27 @@ def check_module(module: Module, *, filter: bool, score: bool) -> None:
             raise LoadError(f"missing export {name}{why}")
         if have != kind:
             raise LoadError(f"export {name} must be a {kind}, not a {have}")
+    for name, kind in exports.items():
+        if not name.startswith("wssp_") or _is_marker(name):
+            continue
+        want = EXPORT_SIGNATURES.get(name)
+        if want is None:
+            known = ", ".join(EXPORT_SIGNATURES)
+            raise LoadError(f"unknown export {name} (known: {known} and the marker "
+                            f"{marker})")
+        if kind != "func":
+            raise LoadError(f"export {name} must be a function {binary.describe_sig(want)}, "
+                            f"not a {kind}")
+        sig = module._info.export_sigs[name]
+        if sig != want:
+            raise LoadError(f"export {name} must be a function {binary.describe_sig(want)}, "
+                            f"not {binary.describe_sig(sig)}")
+
+
+
+def _is_marker(name: str) -> bool:
+    digits = name[len("wssp_abi_v"):]
+    return name.startswith("wssp_abi_v") and digits.isdigit()
 
 
 def _lines(items: Sequence[str]) -> bytes:
@@ -186,10 +295,12 @@ class Guest:
         self._names_seen = -1
         self._pod_cap = 0
         self._pod_ptr = 0
-        self._head = struct.Struct(f"<II{len(self.resources)}qqqiIII8I")
+        self._head = struct.Struct(f"<II{len(self.resources)}qqqiIII10I")
         self._requirements_cache: dict[tuple[Any, ...], tuple[bytes, int]] = {}
         self.guest_seconds = 0.0  # time inside the guest's stage calls (the rest is host work)
         self.guest_calls = 0
+        # node_row, cause and waiting hold a lifecycle call's values: reset for filter/score.
+        self._stage_fields_set = False
         self._bound: dict[str, Callable[..., int]] = {}
         self._text_bufs: dict[str, tuple[int, int]] = {}  # buffer name -> (ptr, capacity)
         # Rows changed since each stage's previous call (ABI §4.3), by stage: a list of row
@@ -207,6 +318,7 @@ class Guest:
         self._u32(_NRES, len(self.resources))
         self._u32(_COUNT, 0)
         self._u32(_HOST_MINOR, ABI_MINOR)
+        self._u32(_NODE_ROW, NO_ROW)
         config_text = orjson.dumps(dict(config or {}))
         config_ptr = self._alloc(max(len(config_text), 1))
         self._write(config_ptr, config_text)
@@ -237,13 +349,15 @@ class Guest:
         self._verdicts_ptr = self._alloc(2 * c)
         self._scores_ptr = self._alloc(8 * c)
         self._changed_ptr = self._alloc(4 * c)
-        for field, ptr in ((_ALLOC, self._alloc_ptr), (_REQ, self._req_ptr),
+        self._prefilter_ptr = self._alloc(c)
+        for offset, ptr in ((_ALLOC, self._alloc_ptr), (_REQ, self._req_ptr),
                            (_FLAGS, self._flags_ptr), (_LABELS, self._labels_ptr),
                            (_LABEL_VALUES, self._values_ptr), (_NODE_NAMES, self._names_ptr),
                            (_POD_TAINTS, self._taints_ptr), (_CANDIDATES, self._cand_ptr),
                            (_VERDICTS, self._verdicts_ptr), (_SCORES, self._scores_ptr),
-                           (_CHANGED, self._changed_ptr)):
-            self._u32(field, ptr)
+                           (_CHANGED, self._changed_ptr),
+                           (_PREFILTER_ROWS, self._prefilter_ptr)):
+            self._u32(offset, ptr)
         self._u32(_LABEL_CAP, self.label_capacity)
         mem = self.mem
         mem[self._labels_ptr: self._labels_ptr + 4 * self.label_capacity * c] = 0xFF  # all -1
@@ -551,8 +665,8 @@ class Guest:
     def _pod_record(self, pod: PodInfo, request: IntArray) -> bytes:
         r = len(self.resources)
         requirements, n_reqs = self._requirements(pod)
-        head_size = 72 + 8 * r
-        ns, name = pod.namespace.encode(), pod.name.encode()
+        head_size = 80 + 8 * r
+        ns, name, uid = pod.namespace.encode(), pod.name.encode(), pod.uid.encode()
         labels = "\n".join(f"{k}={v}" for k, v in pod.labels.items()).encode() \
             if pod.labels else b""
         notes = "\n".join(f"{k}={v}" for k, v in pod.annotations.items()
@@ -561,14 +675,16 @@ class Guest:
         o2 = o1 + len(ns)
         o3 = o2 + len(name)
         o4 = o3 + len(labels)
-        end = o4 + len(notes)
+        o5 = o4 + len(notes)
+        end = o5 + len(uid)
         values = request.tolist()
         if len(values) != r:
             values = (values + [0] * r)[:r]
         head = self._head.pack(end, r, *values, pod.nonzero_cpu, pod.nonzero_memory,
                                pod.priority, len(pod.required_terms), n_reqs, head_size,
-                               o1, len(ns), o2, len(name), o3, len(labels), o4, len(notes))
-        return b"".join((head, requirements, ns, name, labels, notes))
+                               o1, len(ns), o2, len(name), o3, len(labels), o4, len(notes),
+                               o5, len(uid))
+        return b"".join((head, requirements, ns, name, labels, notes, uid))
 
     def _write_pod(self, ctx: CycleContext) -> None:
         if ctx is self._last_pod and self._labels_seen == self._table.label_generation:
@@ -626,8 +742,21 @@ class Guest:
         self._names = table.names  # read for error messages only
 
     def _call(self, export: str, stage: int) -> None:
+        """A filter or score call: its changed rows, the context fields of the stage."""
         self._publish(stage)
-        self._typed().header[_STAGE // 4] = stage
+        views = self._typed()
+        header = views.header
+        if self._stage_fields_set:
+            header[_NODE_ROW // 4] = NO_ROW
+            header[_CAUSE // 4] = 0
+            header[_WAITING_LEN // 4] = 0
+            self._stage_fields_set = False
+        header[_STAGE // 4] = stage
+        _set_now(views)
+        self._invoke(export)
+
+    def _invoke(self, export: str) -> None:
+        """Call ``export(ctx)``; :class:`CallError` when it fails or returns non-zero."""
         call = self._bound.get(export)
         if call is None:
             call = self._bound[export] = self.instance.bind(export)
@@ -691,6 +820,117 @@ class Guest:
                                       f"{self._name(row)} is outside 0..{MAX_SCORE}")
         return scores
 
+    def call_stage(self, stage: str, *, node_row: int | None = None, waiting: bytes = b"",
+                   cause: int = 0) -> StageAnswer:
+        """``wssp_<stage>`` (one of :data:`NEW_STAGES`) for the pod of the last begin(), its
+        answer checked (ABI.md §9): ``node_row`` is the row the pod is placed on (reserve to
+        postbind), ``waiting`` the lines of the pods waiting at this fragment's permit,
+        ``cause`` why the pod is unreserved. Raises :class:`CallError` when the call fails: a
+        trap or exhausted limit, a non-zero return, or an answer the stage cannot give (kind
+        ``output``, the instance discarded). The host's own rules (prebind's allowlists, a
+        nominated row holding a real node, the longest wait) are the caller's to apply."""
+        sid = STAGE_IDS.get(stage)
+        if sid is None or stage not in _MAX_ANSWER:
+            raise ValueError(f"unknown stage {stage!r}: one of {', '.join(NEW_STAGES)}")
+        n = len(self._valid)
+        if waiting:
+            try:
+                self._set_text("waiting", waiting, _WAITING, _WAITING_LEN)
+            except LoadError as exc:  # the guest's allocator could not make room
+                self.instance.poisoned = True
+                raise CallError("memory", f"no room for the waiting pods' lines: {exc}") \
+                    from None
+        views = self._typed()
+        header = views.header
+        if not waiting:
+            header[_WAITING // 4] = header[_WAITING_LEN // 4] = 0
+        header[_NODE_ROW // 4] = NO_ROW if node_row is None else node_row
+        header[_CAUSE // 4] = cause
+        for offset in (_ANSWER, _ANSWER_VALUE, _MESSAGE, _MESSAGE_LEN, _OUTPUT, _OUTPUT_LEN):
+            header[offset // 4] = 0
+        header[_N_CHANGED // 4] = ALL_ROWS  # rows are not tracked for these stages
+        header[_STAGE // 4] = sid
+        if stage == "prefilter":
+            views.prefilter_rows[:n] = 0
+        _set_now(views)
+        self._stage_fields_set = True
+        self._invoke(f"wssp_{stage}")
+        return self._read_answer(stage, n)
+
+    def _read_answer(self, stage: str, n: int) -> StageAnswer:
+        export = f"wssp_{stage}"
+        header = self._typed().header
+        code, value = int(header[_ANSWER // 4]), int(header[_ANSWER_VALUE // 4])
+        highest = _MAX_ANSWER[stage]
+        if highest is None:
+            code = value = 0  # a notification: whatever the guest answered means nothing
+        elif code > highest:
+            raise self._bad_output(f"answer {code} is not one of 0..{highest} for {export}")
+        if stage == "postfilter" and code == POSTFILTER_NOMINATE and (
+                value >= n or not self._valid[value]):
+            where = "holds no node" if value < n else f"is not one of the rows 0..{n - 1}"
+            raise self._bad_output(f"{export} nominated row {value}, which {where}")
+        if stage == "permit" and code == PERMIT_WAIT and value == 0:
+            raise self._bad_output(f"{export} answered 2 (wait) with answer_value 0: the "
+                                   "longest wait, in milliseconds, must be at least 1")
+        message = ""
+        length = int(header[_MESSAGE_LEN // 4])
+        if length:
+            data = self._output_bytes(int(header[_MESSAGE // 4]),
+                                      min(length, MAX_MESSAGE_BYTES), export, "message")
+            message = data.decode("utf-8", "replace").translate(_CONTROLS)
+        commands: tuple[tuple[str, str], ...] = ()
+        length = int(header[_OUTPUT_LEN // 4])
+        if length:
+            if length > MAX_OUTPUT_BYTES:
+                raise self._bad_output(f"{export} wrote {length} bytes of output, more than "
+                                       f"{MAX_OUTPUT_BYTES}")
+            commands = self._commands(
+                stage, self._output_bytes(int(header[_OUTPUT // 4]), length, export, "output"))
+        rows: BoolArray | None = None
+        if stage == "prefilter" and code == PREFILTER_RESTRICT:
+            rows = self._typed().prefilter_rows[:n] != 0
+        return StageAnswer(stage, code, value, message, commands, rows)
+
+    def _bad_output(self, message: str) -> CallError:
+        """An answer no stage may give: the instance is discarded like after a trap."""
+        self.instance.poisoned = True
+        return CallError("output", message)
+
+    def _output_bytes(self, ptr: int, length: int, export: str, what: str) -> bytes:
+        size = self.instance.memory_size()
+        if ptr + length > size:
+            raise self._bad_output(f"{export}'s {what} [{ptr}, {ptr + length}) is outside the "
+                                   f"guest memory ({size} bytes)")
+        return bytes(self.mem[ptr: ptr + length])
+
+    def _commands(self, stage: str, data: bytes) -> tuple[tuple[str, str], ...]:
+        """The output lines as (verb, argument), each checked for its shape and its verb."""
+        export = f"wssp_{stage}"
+        try:
+            text = data.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise self._bad_output(f"{export}'s output is not UTF-8 (at byte {exc.start})") \
+                from None
+        lines = text.split("\n")
+        if lines[-1] == "":
+            lines.pop()  # a trailing newline ends the last line
+        if len(lines) > MAX_OUTPUT_LINES:
+            raise self._bad_output(f"{export} wrote {len(lines)} output lines, more than "
+                                   f"{MAX_OUTPUT_LINES}")
+        verbs = _VERBS[stage]
+        commands = []
+        for number, line in enumerate(lines, start=1):
+            if not line:
+                continue
+            problem = _command_problem(line, verbs, export)
+            if problem:
+                raise self._bad_output(f"{export} output line {number} {_quoted(line)}: "
+                                       f"{problem}")
+            verb, _, argument = line.partition(" ")
+            commands.append((verb, argument))
+        return tuple(commands)
+
     # One stage for one pod, begin() included: for callers on one thread (tests, what-if).
 
     def filter(self, ctx: CycleContext) -> FilterResult:
@@ -701,17 +941,56 @@ class Guest:
         self.begin(ctx)
         return self.call_score(feasible)
 
+    def stage(self, stage: str, ctx: CycleContext, *, node_row: int | None = None,
+              waiting: bytes = b"", cause: int = 0) -> StageAnswer:
+        self.begin(ctx)
+        return self.call_stage(stage, node_row=node_row, waiting=waiting, cause=cause)
+
+
+def _set_now(views: _Views) -> None:
+    """``now_ms``: the wall clock in Unix milliseconds."""
+    views.now_ms[0] = time.time_ns() // 1_000_000
+
+
+_CONTROL_CHARS = re.compile(r"[\x00-\x1f\x7f]")
+
+
+def _command_problem(line: str, verbs: tuple[str, ...], export: str) -> str:
+    """What is wrong with one command line; empty when nothing is."""
+    if not verbs:
+        return f"{export} takes no commands"
+    verb, _, argument = line.partition(" ")
+    if verb not in verbs:
+        return f"{verb!r} is not a command of {export} (it takes {', '.join(verbs)})"
+    if _CONTROL_CHARS.search(line):
+        return "control character in the line"
+    if verb in ("allow", "reject"):
+        if not argument or " " in argument:
+            return f"expected {verb} <uid>"
+    else:
+        key, equals, _ = argument.partition("=")
+        if not equals or not key:
+            return f"expected {verb} <key>=<value>"
+    return ""
+
+
+def _quoted(line: str) -> str:
+    """A guest's line for an error message: control characters as spaces, cut at 80."""
+    line = line.translate(_CONTROLS)
+    return f'"{line}"' if len(line) <= 80 else f'"{line[:77]}..."'
+
 
 class _Views:
     """Typed numpy views of the guest buffers, valid until guest memory moves."""
 
     __slots__ = ("header", "allocatable", "requested", "flags", "labels", "taints",
-                 "candidates", "verdicts", "scores", "changed")
+                 "candidates", "verdicts", "scores", "changed", "prefilter_rows", "now_ms")
 
     def __init__(self, guest: Guest) -> None:
         mem, c = guest.mem, guest.capacity
         r = len(guest.resources)
         self.header = mem[guest.ctx: guest.ctx + CTX_SIZE].view(np.uint32)
+        self.now_ms = mem[guest.ctx + _NOW_MS: guest.ctx + _NOW_MS + 8].view(np.int64)
         self.allocatable = mem[guest._alloc_ptr: guest._alloc_ptr + 8 * r * c] \
             .view(np.int64).reshape(r, c)
         self.requested = mem[guest._req_ptr: guest._req_ptr + 8 * r * c] \
@@ -725,3 +1004,4 @@ class _Views:
         self.verdicts = mem[guest._verdicts_ptr: guest._verdicts_ptr + 2 * c].view(np.uint16)
         self.scores = mem[guest._scores_ptr: guest._scores_ptr + 8 * c].view(np.int64)
         self.changed = mem[guest._changed_ptr: guest._changed_ptr + 4 * c].view(np.uint32)
+        self.prefilter_rows = mem[guest._prefilter_ptr: guest._prefilter_ptr + c]

@@ -23,6 +23,15 @@ Three ways to call it:
 * :meth:`Fragment.filter` and :meth:`Fragment.score` — everything on the calling thread, for
   the offline what-if tool, benchmarks and tests.
 
+``evaluate`` and ``evaluate_inline`` also make a module's ``wssp_prefilter`` call, first in the
+same batch, when asked to: a prefilter that fails or rejects the pod leaves filter and score
+uncalled, one that restricts the rows narrows the score call's candidates. The other lifecycle
+stages of ABI minor 3 are one call each, with the same three ways: :meth:`Fragment.call`
+(awaited, like ``evaluate``), :meth:`Fragment.call_now` (inline only, like ``evaluate_inline``)
+and :meth:`Fragment.call_sync` (on the calling thread). They take their turn with the
+fragment's other calls, count for the breaker, and answer a :class:`StageAnswer` or the
+:class:`CallError`.
+
 Any failed call (trap, fuel, deadline, bad output, a fresh instance that cannot start) raises or
 returns :class:`CallError`; the instance is dropped and the next call gets a fresh one.
 
@@ -38,22 +47,34 @@ resource is a new :class:`Fragment` with a closed breaker.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import dataclasses
 import hashlib
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 import numpy as np
 
 from pyscheduler.framework.interface import CycleContext, FilterResult
 from pyscheduler.framework.nodetable import BoolArray, IntArray, NodeTable
-from pyscheduler.wasm.abi import Guest, Resize, TableShape, check_module
+from pyscheduler.wasm.abi import (
+    NEW_STAGES,
+    PREFILTER_REJECT,
+    Guest,
+    Resize,
+    StageAnswer,
+    TableShape,
+    check_module,
+    exported_stages,
+)
 from pyscheduler.wasm.errors import CallError, LoadError
 from pyscheduler.wasm.vm import Limits, Module, get_runtime
 from pyscheduler.wasm.worker import CallWorker
 
-__all__ = ["Answers", "Breaker", "BreakerState", "Fragment", "FragmentStats", "unchanged_rows"]
+__all__ = ["Answers", "Breaker", "BreakerState", "Fragment", "FragmentStats", "StageAnswer",
+           "unchanged_rows"]
 
 LogFn = Callable[[int, bytes], None]
 BreakerState = Literal["closed", "open", "half-open"]
@@ -65,6 +86,9 @@ BREAKER_MAX_COOLDOWN_SECONDS = 300.0
 RESIZE_TRIES = 3
 # Consecutive short calls off the loop after which an offloaded fragment runs on the loop again.
 INLINE_AGAIN_AFTER = 20
+T = TypeVar("T")
+# One batch of calls on a guest: its result, the first failure in it, the CPU seconds it took.
+Job = Callable[[Guest], tuple[T, CallError | None, float]]
 
 
 @dataclass(slots=True)
@@ -141,15 +165,31 @@ class Breaker:
 @dataclass(frozen=True, slots=True)
 class Answers:
     """What one pod's stage calls answered. ``filter``/``scores`` are None when the stage was
-    not asked for; a :class:`CallError` when the call failed (or was not made: the filter call
-    failing first, or the fragment quarantined). Rows are the table's as they were when the
-    calls began: ``occupant`` is ``table.occupant[:n]`` then."""
+    not asked for or the prefilter rejected the pod; a :class:`CallError` when the call failed
+    (or was not made: the prefilter or filter call failing first, or the fragment
+    quarantined). ``prefilter`` is None when no prefilter call was asked for (or the module
+    has none). Rows are the table's as they were when the calls began: ``occupant`` is
+    ``table.occupant[:n]`` then."""
 
     filter: FilterResult | CallError | None
     scores: IntArray | CallError | None
     occupant: IntArray | None  # None: answered at once, on rows that cannot have changed
     filter_seconds: float = 0.0
     score_seconds: float = 0.0
+    prefilter: StageAnswer | CallError | None = None
+    prefilter_seconds: float = 0.0
+
+    def failure(self) -> CallError | None:
+        """The first failed call, in call order."""
+        return next((x for x in (self.prefilter, self.filter, self.scores)
+                     if isinstance(x, CallError)), None)
+
+    @classmethod
+    def failed(cls, error: CallError, *, filter: bool, score: bool,
+               prefilter: bool) -> Answers:
+        """Every asked-for stage answered ``error`` (quarantined, no instance)."""
+        return cls(error if filter else None, error if score else None, None,
+                   prefilter=error if prefilter else None)
 
 
 def _rows(mask: BoolArray, n: int) -> BoolArray:
@@ -161,18 +201,37 @@ def _rows(mask: BoolArray, n: int) -> BoolArray:
     return out
 
 
-def _stages(guest: Guest, filter: bool, score: bool, base: BoolArray,
-            ) -> tuple[FilterResult | CallError | None, IntArray | CallError | None,
-                       float, float, float]:
-    """The stage calls of one pod (on the worker thread, or inline). The score call sees as
-    candidates the ``base`` rows the filter call passed. Returns the answers, the wall-clock
-    seconds of each stage and the CPU seconds this thread spent on both: unlike the wall
-    clock, which a busy machine stretches (preemption, waiting for the GIL), CPU time says
-    whether the calls themselves are long."""
+def _stages(guest: Guest, filter: bool, score: bool, base: BoolArray, *,
+            prefilter: bool = False, waiting: bytes = b"",
+            ) -> tuple[Answers, CallError | None, float]:
+    """The stage calls of one pod (on the worker thread, or inline): the prefilter call first,
+    if asked for; unless it failed or rejected the pod, the filter and score calls. The score
+    call sees as candidates the ``base`` rows the filter call passed (and the prefilter kept).
+    Returns the answers (with the wall-clock seconds of each stage), the first failure and the
+    CPU seconds this thread spent on the calls: unlike the wall clock, which a busy machine
+    stretches (preemption, waiting for the GIL), CPU time says whether the calls themselves
+    are long."""
+    pre: StageAnswer | CallError | None = None
     verdict: FilterResult | CallError | None = None
     scores: IntArray | CallError | None = None
     cpu0 = time.thread_time()
+    start = time.perf_counter()
+    if prefilter:
+        try:
+            pre = guest.call_stage("prefilter", waiting=waiting)
+        except CallError as exc:
+            pre = exc
     t0 = time.perf_counter()
+    if isinstance(pre, CallError):
+        skipped = CallError(pre.kind, "not called: the prefilter call failed")
+        answers = Answers(skipped if filter else None, skipped if score else None, None,
+                          prefilter=pre, prefilter_seconds=t0 - start)
+        return answers, pre, time.thread_time() - cpu0
+    if pre is not None and pre.code == PREFILTER_REJECT:
+        answers = Answers(None, None, None, prefilter=pre, prefilter_seconds=t0 - start)
+        return answers, None, time.thread_time() - cpu0
+    if pre is not None and pre.rows is not None:
+        base = base & _rows(pre.rows, len(base))
     if filter:
         try:
             verdict = guest.call_filter()
@@ -191,7 +250,22 @@ def _stages(guest: Guest, filter: bool, score: bool, base: BoolArray,
             except CallError as exc:
                 scores = exc
     t2 = time.perf_counter()
-    return verdict, scores, t1 - t0, t2 - t1, time.thread_time() - cpu0
+    answers = Answers(verdict, scores, None, t1 - t0, t2 - t1, pre, t0 - start)
+    return answers, answers.failure(), time.thread_time() - cpu0
+
+
+def _one_stage(guest: Guest, stage: str, node_row: int | None, waiting: bytes, cause: int,
+               ) -> tuple[StageAnswer | CallError, CallError | None, float]:
+    """One lifecycle call (on the worker thread, or inline): the answer or the failure, the
+    failure again, and the CPU seconds it took."""
+    cpu0 = time.thread_time()
+    try:
+        answer: StageAnswer | CallError = guest.call_stage(
+            stage, node_row=node_row, waiting=waiting, cause=cause)
+        failure = None
+    except CallError as exc:
+        answer = failure = exc
+    return answer, failure, time.thread_time() - cpu0
 
 
 @dataclass(eq=False)
@@ -219,6 +293,7 @@ class Fragment:
     inline_seconds: float = 0.0
     offloaded: bool = False
     fast_calls: int = 0  # consecutive off-loop evaluations well within inline_seconds
+    stages: frozenset[str] = frozenset()  # the lifecycle stages the module exports
 
     @classmethod
     def compile(cls, wasm: bytes, *, name: str = "fragment",
@@ -231,7 +306,8 @@ class Fragment:
         check_module(module, filter=filter, score=score)
         return cls(name=name, module=module, config=dict(config or {}), has_filter=filter,
                    has_score=score, digest=hashlib.sha256(wasm).hexdigest(), runtime=runtime,
-                   load_seconds=time.perf_counter() - start, log=log)
+                   load_seconds=time.perf_counter() - start, log=log,
+                   stages=exported_stages(module))
 
     @classmethod
     def load(cls, wasm: bytes, *, name: str = "fragment",
@@ -314,17 +390,32 @@ class Fragment:
     # -- the scheduler's path: off the loop ----------------------------------------------------
 
     def evaluate_inline(self, ctx: CycleContext, base: BoolArray, *, filter: bool = True,
-                        score: bool = True) -> Answers | None:
+                        score: bool = True, prefilter: bool = False,
+                        waiting: bytes = b"") -> Answers | None:
         """:meth:`evaluate` on the calling thread, when that is safe: the fragment has not
         been offloaded, an instance is serving and no call is in flight or waiting. The calls
         are bounded by ``inline_seconds``; None is returned when this cannot answer (the
         caller then awaits :meth:`evaluate`)."""
+        filter, score = filter and self.has_filter, score and self.has_score
+        prefilter = prefilter and "prefilter" in self.stages
+        guest = self._inline_guest(ctx)
+        if isinstance(guest, CallError):
+            return Answers.failed(guest, filter=filter, score=score, prefilter=prefilter)
+        if guest is None:
+            return None
+        return self._inline(guest, lambda g: _stages(
+            g, filter, score, _rows(base, len(g._valid)), prefilter=prefilter,
+            waiting=waiting))
+
+    def _inline_guest(self, ctx: CycleContext) -> Guest | CallError | None:
+        """The serving instance begun for ``ctx``'s pod, when its calls may run on this thread
+        now; the breaker's refusal when it is open; None when the calls must be awaited."""
         if self.offloaded or not self.inline_seconds or self.waiting \
                 or (self._lock is not None and self._lock.locked()):
             return None
         refused = self.breaker.admit()
         if refused is not None:
-            return Answers(refused if filter else None, refused if score else None, None)
+            return refused
         guest = self._usable(ctx.table)
         if guest is None:
             return None
@@ -332,10 +423,12 @@ class Fragment:
             guest.begin(ctx)
         except Resize:
             return None  # a fresh instance is started by the worker
-        return self._inline(guest, base, filter and self.has_filter, score and self.has_score)
+        except (LoadError, CallError):  # its allocator failed: the awaited path starts afresh
+            self._guest = None
+            return None
+        return guest
 
-    def _inline(self, guest: Guest, base: BoolArray, filter: bool,
-                score: bool) -> Answers | None:
+    def _inline(self, guest: Guest, job: Job[T]) -> T | None:
         """The calls of the pod ``guest`` was begun for, on this thread within
         ``inline_seconds``. None, with the instance dropped, when they overran that bound:
         the pod's calls must be made again on the worker thread, with the whole deadline; when
@@ -346,11 +439,9 @@ class Fragment:
         self.stats.calls += 1
         guest.instance.shorten_deadline(self.inline_seconds)
         try:
-            verdict, scores, filter_seconds, score_seconds, cpu = _stages(
-                guest, filter, score, _rows(base, len(guest._valid)))
+            result, failure, cpu = job(guest)
         finally:
             guest.instance.shorten_deadline(None)
-        failure = next((x for x in (verdict, scores) if isinstance(x, CallError)), None)
         if failure is not None and failure.kind == "timeout" \
                 and self.inline_seconds < self.module.limits.timeout_seconds:
             self.stats.calls -= 1
@@ -360,7 +451,7 @@ class Fragment:
                 self.fast_calls = 0
             return None
         self._settle(failure, cpu)
-        return Answers(verdict, scores, None, filter_seconds, score_seconds)
+        return result
 
     def _settle(self, failure: CallError | None, cpu: float) -> None:
         """Book one evaluation: the breaker, and whether an offloaded fragment's calls are
@@ -377,52 +468,111 @@ class Fragment:
                 self.fast_calls = 0
 
     async def evaluate(self, ctx: CycleContext, base: BoolArray, *, filter: bool = True,
-                       score: bool = True) -> Answers:
+                       score: bool = True, prefilter: bool = False,
+                       waiting: bytes = b"") -> Answers:
         """This pod's filter and/or score calls: in turn with the fragment's other pods, a
         fresh instance started on the worker thread when needed, the calls on this thread when
         the fragment's calls are short (:meth:`_inline`), else on the worker thread. ``base``:
         rows the score call may consider besides the fragment's own verdicts (the built-in
-        filters' answer). Never raises :class:`CallError`: failures are in the
-        :class:`Answers`."""
+        filters' answer). With ``prefilter`` (and a module exporting ``wssp_prefilter``) the
+        prefilter call comes first, ``waiting`` its waiting pods' lines. Never raises
+        :class:`CallError`: failures are in the :class:`Answers`."""
+        filter, score = filter and self.has_filter, score and self.has_score
+        prefilter = prefilter and "prefilter" in self.stages
+        table = ctx.table
+        async with self._turn():
+            refused = self.breaker.admit()
+            if refused is not None:
+                return Answers.failed(refused, filter=filter, score=score, prefilter=prefilter)
+
+            def job(guest: Guest, base: BoolArray = base) -> tuple[
+                    Answers, CallError | None, float]:
+                return _stages(guest, filter, score, _rows(base, len(guest._valid)),
+                               prefilter=prefilter, waiting=waiting)
+            begun = await self._begin_or_inline(ctx, job)
+            if isinstance(begun, Answers):
+                return begun
+            if isinstance(begun, CallError):
+                return Answers.failed(begun, filter=filter, score=score, prefilter=prefilter)
+            occupant = table.occupant[: table.n].copy()
+            rows = _rows(base, table.n).copy()
+            answers = await self._on_worker(begun, lambda g: job(g, rows))
+            return dataclasses.replace(answers, occupant=occupant)
+
+    async def call(self, stage: str, ctx: CycleContext, *, node_row: int | None = None,
+                   waiting: bytes = b"", cause: int = 0) -> StageAnswer | CallError:
+        """One lifecycle call (``wssp_<stage>``, ABI.md §9) for ``ctx``'s pod, as
+        :meth:`evaluate` makes its calls: in turn with the fragment's other calls, on this
+        thread when they are short, else on the worker thread; refused at once while the
+        fragment is quarantined. ``node_row``, ``waiting`` and ``cause`` are the context fields
+        of :meth:`Guest.call_stage`. Never raises :class:`CallError`: it is the answer."""
+        self._check_stage(stage)
+        async with self._turn():
+            refused = self.breaker.admit()
+            if refused is not None:
+                return refused
+
+            def job(guest: Guest) -> tuple[StageAnswer | CallError, CallError | None, float]:
+                return _one_stage(guest, stage, node_row, waiting, cause)
+            begun = await self._begin_or_inline(ctx, job)
+            if isinstance(begun, (StageAnswer, CallError)):
+                return begun
+            return await self._on_worker(begun, job)
+
+    def call_now(self, stage: str, ctx: CycleContext, *, node_row: int | None = None,
+                 waiting: bytes = b"", cause: int = 0) -> StageAnswer | CallError | None:
+        """:meth:`call` on the calling thread, when that is safe (see :meth:`evaluate_inline`);
+        None when it cannot answer now (the caller then awaits :meth:`call`)."""
+        self._check_stage(stage)
+        guest = self._inline_guest(ctx)
+        if guest is None or isinstance(guest, CallError):
+            return guest
+        return self._inline(guest, lambda g: _one_stage(g, stage, node_row, waiting, cause))
+
+    def _check_stage(self, stage: str) -> None:
+        if stage not in NEW_STAGES:
+            raise ValueError(f"unknown stage {stage!r}: one of {', '.join(NEW_STAGES)}")
+        if stage not in self.stages:
+            raise ValueError(f"fragment {self.name} does not export wssp_{stage}")
+
+    @contextlib.asynccontextmanager
+    async def _turn(self) -> AsyncIterator[None]:
+        """This call's turn: one pod's calls at a time per fragment (an instance is not
+        reentrant); ``waiting`` counts the calls waiting or in flight."""
         if self._lock is None:
             self._lock = asyncio.Lock()
         self.waiting += 1
         try:
             async with self._lock:
-                return await self._evaluate(ctx, base, filter and self.has_filter,
-                                            score and self.has_score)
+                yield
         finally:
             self.waiting -= 1
 
-    async def _evaluate(self, ctx: CycleContext, base: BoolArray, filter: bool,
-                        score: bool) -> Answers:
-        table = ctx.table
-        refused = self.breaker.admit()
-        if refused is not None:
-            return Answers(refused if filter else None, refused if score else None, None)
+    async def _begin_or_inline(self, ctx: CycleContext, job: Job[T]) -> T | Guest | CallError:
+        """The serving instance begun for ``ctx``'s pod, or already ``job``'s result when it
+        could run on this thread (:meth:`_inline`); the failure when no instance can serve."""
         try:
             guest = await self._begun(ctx)
             if not self.offloaded and self.inline_seconds and guest.instance.deadlines:
-                answers = self._inline(guest, base, filter, score)
-                if answers is not None:
-                    return answers
+                result = self._inline(guest, job)
+                if result is not None:
+                    return result
                 guest = await self._begun(ctx)  # the overrun dropped the instance
         except CallError as exc:
-            error = self._failed(exc)
-            return Answers(error if filter else None, error if score else None, None)
+            return self._failed(exc)
+        return guest
+
+    async def _on_worker(self, guest: Guest, job: Job[T]) -> T:
+        """``job`` on the worker thread, booked."""
         self.stats.calls += 1
-        occupant = table.occupant[: table.n].copy()
-        base = _rows(base, table.n).copy()
         try:
-            verdict, scores, filter_seconds, score_seconds, cpu = await self.worker.submit(
-                lambda: _stages(guest, filter, score, base))
+            result, failure, cpu = await self.worker.submit(lambda: job(guest))
         except asyncio.CancelledError:
             # The call goes on in the worker thread: nobody may touch this instance again.
             self._guest = None
             raise
-        self._settle(next((x for x in (verdict, scores) if isinstance(x, CallError)), None),
-                     cpu)
-        return Answers(verdict, scores, occupant, filter_seconds, score_seconds)
+        self._settle(failure, cpu)
+        return result
 
     async def _begun(self, ctx: CycleContext) -> Guest:
         """The serving instance (started on the worker thread if needed), begun for the pod of
@@ -480,6 +630,14 @@ class Fragment:
     def score(self, ctx: CycleContext, feasible: BoolArray) -> IntArray:
         scores: IntArray = self._run(ctx, lambda g: g.score(ctx, feasible))
         return scores
+
+    def call_sync(self, stage: str, ctx: CycleContext, *, node_row: int | None = None,
+                  waiting: bytes = b"", cause: int = 0) -> StageAnswer:
+        """One lifecycle call on the calling thread; raises :class:`CallError`."""
+        self._check_stage(stage)
+        answer: StageAnswer = self._run(ctx, lambda g: g.stage(
+            stage, ctx, node_row=node_row, waiting=waiting, cause=cause))
+        return answer
 
 
 def unchanged_rows(answers: Answers, table: NodeTable) -> BoolArray | None:

@@ -66,6 +66,7 @@ from pyscheduler.api.names import FRAGMENT_ANNOTATION
 from pyscheduler.settings import FragmentsConfig
 from pyscheduler.framework.interface import CycleContext, FilterResult, Reason
 from pyscheduler.framework.nodetable import BoolArray, IntArray, NodeTable
+from pyscheduler.framework.lifecycle import WaitingRoom
 from pyscheduler.framework.pipeline import Selection, StageFailed, StageOverride, StageUnavailable
 from pyscheduler.framework.pod import PodInfo
 from pyscheduler.kube.client import api_path
@@ -75,9 +76,15 @@ from pyscheduler.kube.tasks import Supervisor, cancel_and_wait
 from pyscheduler.metrics import SchedulerMetrics
 from pyscheduler.pacing import Backoff
 from pyscheduler.wasm import storage
-from pyscheduler.wasm.errors import CallError, FragmentError, StorageError
+from pyscheduler.wasm.errors import CallError, FragmentError, LoadError, StorageError
 from pyscheduler.wasm.fragment import Answers, Breaker, BreakerState, Fragment, unchanged_rows
 from pyscheduler.wasm.guestlog import GuestLog
+from pyscheduler.wasm.lifecycle import (
+    FragmentLifecycle,
+    apply_commands,
+    narrowed,
+    prefilter_narrowing,
+)
 from pyscheduler.wasm.resource import (
     API_VERSION,
     GROUP,
@@ -194,8 +201,11 @@ class FragmentManager:
                  on_ready: Callable[[str], None] | None = None,
                  writes_status: Callable[[], bool] = lambda: True,
                  executor: ThreadPoolExecutor | None = None,
+                 waiting: WaitingRoom | None = None,
                  clock: Callable[[], float] = time.monotonic) -> None:
         self.table = table
+        # The pods held at a fragment's permit (the scheduler's, when it runs one).
+        self.waiting = waiting if waiting is not None else WaitingRoom()
         self.client = client
         self.storage = storage_config or storage.StorageConfig()
         self.settings = settings = settings or FragmentsConfig()
@@ -353,6 +363,10 @@ class FragmentManager:
             wasm, name=spec.resource_name, config=spec.config,
             filter=spec.filter is not None, score=spec.score is not None, runtime=runtime,
             limits=self._limits(spec), log=self._guest_log(spec.resource_name)))
+        missing = sorted(set(spec.lifecycle) - fragment.stages)
+        if missing:
+            raise LoadError("; ".join(f"spec.stages.{stage}: the module does not export "
+                                      f"wssp_{stage}" for stage in missing))
         settings = self.settings
         fragment.call_nice = settings.call_thread_nice
         fragment.inline_seconds = settings.inline_call_seconds
@@ -571,7 +585,8 @@ class FragmentManager:
         metrics = self.metrics
         name = _override_name(resource)
         stages = [stage for stage, present in (("filter", spec.filter), ("score", spec.score))
-                  if present is not None]
+                  if present is not None] + sorted(fragment.stages)
+        prefilter = "prefilter" in fragment.stages
         if metrics is not None:  # zero series, so that the first failed call shows as one
             metrics.init_fragment(resource, stages, shadow=name if spec.shadow else None)
         fragment.breaker.on_change = lambda state, message: self._breaker_changed(
@@ -595,7 +610,26 @@ class FragmentManager:
             same = unchanged_rows(answers, ctx.table)
             verdict: FilterResult | None = None
             scores: IntArray | None = None
+            answered: list[tuple[str, str]] = []
+            pre = answers.prefilter
+            # Under Fail a failed prefilter raises below; otherwise the filter and score
+            # answers were made again without it (evaluate), or the batch had no others.
+            if isinstance(pre, CallError):
+                observe("prefilter", pre.kind, answers.prefilter_seconds)
+                answered.append(("prefilter", f"failed: {pre.kind}: {pre.message}"))
+                failed("prefilter", pre)
+            elif pre is not None:
+                observe("prefilter", "ok", answers.prefilter_seconds)
+                answered.append(("prefilter", ("pass", "reject", "restrict")[pre.code]
+                                 + (f": {pre.message}" if pre.message else "")))
+                apply_commands(self.waiting, resource, pre)
+            narrowing = prefilter_narrowing(answers.prefilter, ctx.table.n, resource, same)
             filter_failed = isinstance(answers.filter, CallError)
+            for stage, answer in (("filter", answers.filter), ("score", answers.scores)):
+                if isinstance(answer, CallError):
+                    answered.append((stage, f"failed: {answer.kind}: {answer.message}"))
+                elif answer is not None:
+                    answered.append((stage, "ok"))
             if isinstance(answers.filter, CallError):
                 observe("filter", answers.filter.kind, answers.filter_seconds)
                 failed("filter", answers.filter)
@@ -613,23 +647,48 @@ class FragmentManager:
                 observe("score", "ok", answers.score_seconds)
                 scores = answers.scores if same is None else \
                     _scores_on_current_rows(answers.scores, same)
+            # A filter stage handed to the built-ins keeps them whole beside the prefilter.
+            mode = filter_mode if verdict is not None else "extend"
+            if narrowing is not None:
+                verdict = narrowing if verdict is None else narrowed(verdict, narrowing)
             fixed_verdict, fixed_scores = verdict, scores
             return StageOverride(
                 name=name,
-                filter=(lambda c: fixed_verdict) if spec.filter is not None else None,
-                filter_mode=filter_mode,  # type: ignore[arg-type]
+                filter=(lambda c: fixed_verdict) if has_filter else None,
+                filter_mode=mode,  # type: ignore[arg-type]
                 score=(lambda c, f: fixed_scores) if spec.score is not None else None,
-                score_mode=score_mode, score_weight=weight)  # type: ignore[arg-type]
+                score_mode=score_mode, score_weight=weight,  # type: ignore[arg-type]
+                lifecycle=lifecycle, answered=tuple(answered))
+
+        def again(answers: Answers) -> bool:
+            """A failed prefilter ends the pod's batch of calls; unless the policy is Fail,
+            the filter and score calls are made again without it (on a fresh instance)."""
+            return isinstance(answers.prefilter, CallError) and policy != "Fail" and (
+                spec.filter is not None or spec.score is not None)
+
+        def with_prefilter(answers: Answers, first: Answers) -> Answers:
+            return replace(answers, prefilter=first.prefilter,
+                           prefilter_seconds=first.prefilter_seconds)
 
         async def evaluate(ctx: CycleContext, base: BoolArray) -> StageOverride:
             answers = await fragment.evaluate(ctx, base, filter=spec.filter is not None,
-                                              score=spec.score is not None)
+                                              score=spec.score is not None, prefilter=prefilter,
+                                              waiting=waiting_lines())
+            if again(answers):
+                answers = with_prefilter(await fragment.evaluate(
+                    ctx, base, filter=spec.filter is not None,
+                    score=spec.score is not None), answers)
             return resolve(answers, ctx)
 
         def evaluate_now(ctx: CycleContext, base: BoolArray) -> StageOverride | None:
             was_offloaded = fragment.offloaded
             answers = fragment.evaluate_inline(ctx, base, filter=spec.filter is not None,
-                                               score=spec.score is not None)
+                                               score=spec.score is not None,
+                                               prefilter=prefilter, waiting=waiting_lines())
+            if answers is not None and again(answers):
+                second = fragment.evaluate_inline(ctx, base, filter=spec.filter is not None,
+                                                  score=spec.score is not None)
+                answers = None if second is None else with_prefilter(second, answers)
             if fragment.offloaded and not was_offloaded:
                 log.info("fragment calls run off the scheduling loop from now on",
                          fragment=resource, why=f"a call took longer than "
@@ -642,16 +701,26 @@ class FragmentManager:
         def sync_score(ctx: CycleContext, feasible: BoolArray) -> IntArray | None:
             return fragment.score(ctx, feasible)
 
-        filter_mode = "replace" if spec.filter is None else spec.filter.mode
+        def waiting_lines() -> bytes:
+            return self.waiting.lines(resource) if prefilter else b""
+
+        # A prefilter narrows like an extending filter stage when there is no filter stage.
+        has_filter = spec.filter is not None or prefilter
+        filter_mode = "extend" if spec.filter is None else spec.filter.mode
         score_mode = "replace" if spec.score is None else spec.score.mode
         weight = spec.score.weight if spec.score is not None else 1
+        lifecycle = FragmentLifecycle(
+            spec, fragment, self.waiting, max_wait_seconds=self.settings.max_permit_wait_seconds,
+            observe=observe, failed=failed) if fragment.stages - {"prefilter"} else None
+        calls = spec.filter is not None or spec.score is not None or prefilter
         return StageOverride(
             name=name,
-            filter=sync_filter if spec.filter is not None else None,
+            filter=sync_filter if has_filter else None,
             filter_mode=filter_mode,  # type: ignore[arg-type]
             score=sync_score if spec.score is not None else None,
             score_mode=score_mode,  # type: ignore[arg-type]
-            score_weight=weight, evaluate=evaluate, evaluate_now=evaluate_now)
+            score_weight=weight, evaluate=evaluate if calls else None,
+            evaluate_now=evaluate_now if calls else None, lifecycle=lifecycle)
 
     # -- selection -----------------------------------------------------------------------------
 

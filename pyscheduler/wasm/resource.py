@@ -32,20 +32,23 @@ import json
 import math
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any, Final
 from urllib.parse import urlsplit
 
 from pyscheduler.api.problems import InputError
+from pyscheduler.api.validation import is_qualified_name
 from pyscheduler.settings import MAX_CALL_TIMEOUT_MILLISECONDS, is_int, render_value
 
 __all__ = [
     "API_VERSION",
     "CRD_NAME",
     "CRD_PATH",
+    "ALL_STAGES",
     "FAILURE_POLICIES",
+    "LIFECYCLE_MODES",
     "GROUP",
     "KIND",
     "NAME_PATTERN",
@@ -120,8 +123,20 @@ MAX_MESSAGE: Final = 32768
 _SPEC_FIELDS: Final = ("url", "sha256", "stages", "config", "limits", "failurePolicy", "shadow",
                        "runtime")
 _STAGE_NAMES: Final = ("filter", "score")
+#: The extension points after filtering (ABI minor 3), and the one mode each allows: a fragment
+#: extends the host's prefilter, reserve, permit and binding, and decides the post-filter.
+LIFECYCLE_MODES: Final[Mapping[str, str]] = MappingProxyType({
+    "prefilter": "extend", "postfilter": "replace", "reserve": "extend", "unreserve": "extend",
+    "permit": "extend", "prebind": "extend", "postbind": "extend"})
+ALL_STAGES: Final[tuple[str, ...]] = _STAGE_NAMES + tuple(LIFECYCLE_MODES)
 _FILTER_FIELDS: Final = ("mode",)
 _SCORE_FIELDS: Final = ("mode", "weight")
+_LIFECYCLE_FIELDS: Final = ("mode",)
+_PREBIND_FIELDS: Final = ("mode", "allowedLabels", "allowedAnnotations")
+#: The most entries one pre-bind allowlist may hold.
+MAX_ALLOWLIST: Final = 64
+#: Keys no pre-bind may set, whatever the allowlist says: the scheduler's own and Kubernetes'.
+_RESERVED_KEY: Final = re.compile(r"^(wssp/|([^/]*\.)?(kubernetes\.io|k8s\.io)/)")
 _LIMIT_FIELDS: Final = ("fuel", "timeoutMilliseconds", "memoryMiB")
 
 
@@ -138,6 +153,17 @@ class StageSpec:
 
     mode: str
     weight: int = 1
+    #: pre-bind only: the label and annotation keys the fragment may set (``prefix/*`` entries
+    #: allow every key under that prefix)
+    allowed_labels: tuple[str, ...] = ()
+    allowed_annotations: tuple[str, ...] = ()
+
+    def allows(self, kind: str, key: str) -> bool:
+        """Whether pre-bind may set the ``kind`` (``label`` or ``annotation``) ``key``."""
+        if _RESERVED_KEY.match(key):
+            return False
+        entries = self.allowed_labels if kind == "label" else self.allowed_annotations
+        return any(key == e or (e.endswith("/*") and key.startswith(e[:-1])) for e in entries)
 
 
 @dataclass(frozen=True, slots=True)
@@ -171,6 +197,9 @@ class FragmentSpec:
     failure_policy: str
     shadow: bool
     runtime: str | None
+    #: the extension points after filtering that ``spec.stages`` configures (the module's
+    #: exports decide which it takes; these say how, and are required to be exported)
+    lifecycle: Mapping[str, StageSpec] = field(default_factory=lambda: MappingProxyType({}))
 
     @property
     def remote(self) -> bool:
@@ -318,6 +347,7 @@ class _Parser:
         url, scheme = self.url(spec)
         sha256 = self.sha256(spec, scheme)
         filter_stage, score_stage = self.stages(spec)
+        lifecycle = self.lifecycle(spec)
         config = self.config(spec)
         limits = self.limits(spec)
         failure_policy = self.choice(spec, "failurePolicy", "Fail", FAILURE_POLICIES)
@@ -334,7 +364,7 @@ class _Parser:
             resource_name=self.resource_name, name=name, version=version, generation=generation,
             uid=uid, url=url, sha256=sha256, filter=filter_stage, score=score_stage,
             config=config, limits=limits, failure_policy=failure_policy, shadow=shadow,
-            runtime=runtime)
+            runtime=runtime, lifecycle=lifecycle)
 
     def kind_and_version(self, obj: Mapping[str, Any]) -> None:
         kind = obj.get("kind")
@@ -395,11 +425,11 @@ class _Parser:
         if raw is _MISSING or raw is None:
             self.fail("spec.stages", "required (at least one of filter, score)")
             return None, None
-        stages = self.mapping(raw, "spec.stages", _STAGE_NAMES)
+        stages = self.mapping(raw, "spec.stages", ALL_STAGES)
         if not isinstance(raw, Mapping):
             return None, None
-        if not any(name in stages for name in _STAGE_NAMES):
-            self.fail("spec.stages", "must configure at least one of filter, score")
+        if not any(name in stages for name in ALL_STAGES):
+            self.fail("spec.stages", f"must configure at least one of {', '.join(ALL_STAGES)}")
             return None, None
         filter_stage = score_stage = None
         if "filter" in stages:
@@ -407,6 +437,54 @@ class _Parser:
         if "score" in stages:
             score_stage = self.stage(stages["score"], "spec.stages.score", _SCORE_FIELDS)
         return filter_stage, score_stage
+
+    def lifecycle(self, spec: Mapping[str, Any]) -> Mapping[str, StageSpec]:
+        raw = spec.get("stages")
+        if not isinstance(raw, Mapping):
+            return MappingProxyType({})
+        out = {}
+        for name, only in LIFECYCLE_MODES.items():
+            if name not in raw:
+                continue
+            path = f"spec.stages.{name}"
+            value = {} if raw[name] is None else raw[name]
+            section = self.mapping(value, path,
+                                   _PREBIND_FIELDS if name == "prebind" else _LIFECYCLE_FIELDS)
+            if not isinstance(value, Mapping):
+                continue
+            mode = section.get("mode", only)
+            if mode != only:
+                self.fail(f"{path}.mode", f"must be {only} (the only mode of this stage), got "
+                                          f"{_render(mode)}")
+                continue
+            labels = self.allowlist(section, path, "allowedLabels")
+            annotations = self.allowlist(section, path, "allowedAnnotations")
+            out[name] = StageSpec(only, allowed_labels=labels, allowed_annotations=annotations)
+        return MappingProxyType(out)
+
+    def allowlist(self, section: Mapping[str, Any], path: str, key: str) -> tuple[str, ...]:
+        raw = section.get(key)
+        if raw is None:
+            return ()
+        path = f"{path}.{key}"
+        if not isinstance(raw, list) or not all(isinstance(e, str) for e in raw):
+            self.fail(path, f"must be a list of keys, got {_render(raw)}")
+            return ()
+        if len(raw) > MAX_ALLOWLIST:
+            self.fail(path, f"at most {MAX_ALLOWLIST} entries, got {len(raw)}")
+            return ()
+        out = []
+        for i, entry in enumerate(raw):
+            key_part = entry[:-2] + "/x" if entry.endswith("/*") else entry
+            problems = is_qualified_name(key_part)
+            if problems:
+                self.fail(f"{path}[{i}]", f"{entry!r} is not a key or prefix/*: {problems[0]}")
+            elif _RESERVED_KEY.match(key_part):
+                self.fail(f"{path}[{i}]", f"{entry!r}: keys under wssp/, kubernetes.io and "
+                                          f"k8s.io are the scheduler's and Kubernetes' own")
+            else:
+                out.append(entry)
+        return tuple(out)
 
     def stage(self, value: object, path: str, known: Sequence[str]) -> StageSpec | None:
         section = self.mapping(value, path, known)

@@ -10,6 +10,10 @@
 //     export function wssp_filter(ctx: usize): i32 { const c = Context.at(ctx); ... }
 //     export function wssp_score(ctx: usize): i32 { ... }
 //
+// and, for the stages of ABI minor 3 it takes (see "Stages of minor 3" below), any of
+// wssp_prefilter, wssp_postfilter, wssp_reserve, wssp_unreserve, wssp_permit, wssp_prebind,
+// wssp_postbind: each `(ctx: usize): i32`, returning 0 when the call worked.
+//
 // Build with the options in ../asconfig.json: the stub runtime (a bump allocator, no garbage
 // collector), no exported runtime, no bindings. The only import the result may have is
 // `env.abort` (allowed by the ABI: it traps).
@@ -51,7 +55,10 @@ export function wssp_alloc(size: i32): usize {
   return size < 0 ? 0 : alloc(<usize>size);
 }
 
-/** ABI major 1 (the name), minor 1 (the value): the outputs are the guest's between calls. */
+/** ABI major 1 (the name), minor 1 (the value): the outputs are the guest's between calls.
+ * The value stays 1 with the stages of minor 3: a host takes a stage because the module
+ * exports its function, not because of this number, so such a module still loads on a host of
+ * minor 2 for its filter and score stages. */
 export function wssp_abi_v1(): i32 {
   return 1;
 }
@@ -270,6 +277,55 @@ export function parseInt64(ptr: usize, len: u32): bool {
 export const STAGE_INIT: u32 = 0;
 export const STAGE_FILTER: u32 = 1;
 export const STAGE_SCORE: u32 = 2;
+// Stages of minor 3; a module takes those whose wssp_<stage> it exports.
+export const STAGE_PREFILTER: u32 = 3;
+export const STAGE_POSTFILTER: u32 = 4;
+export const STAGE_RESERVE: u32 = 5;
+export const STAGE_UNRESERVE: u32 = 6;
+export const STAGE_PERMIT: u32 = 7;
+export const STAGE_PREBIND: u32 = 8;
+export const STAGE_POSTBIND: u32 = 9;
+
+// Answer codes (ABI.md "Answers"); unreserve's and postbind's answers are ignored.
+export const PREFILTER_PASS: u32 = 0;
+export const PREFILTER_REJECT: u32 = 1; // unschedulable, with the message
+export const PREFILTER_RESTRICT: u32 = 2; // only the rows marked with setPrefilterRow
+export const POSTFILTER_DEFAULT: u32 = 0; // the configured preemption and bursting
+export const POSTFILTER_PREEMPT: u32 = 1; // preemption only
+export const POSTFILTER_BURST: u32 = 2; // bursting only
+export const POSTFILTER_WAIT: u32 = 3; // neither: the pod stays Pending
+export const POSTFILTER_NOMINATE: u32 = 4; // preempt on the real node at row answer_value only
+export const RESERVE_OK: u32 = 0;
+export const RESERVE_REJECT: u32 = 1;
+export const PERMIT_ALLOW: u32 = 0;
+export const PERMIT_DENY: u32 = 1;
+export const PERMIT_WAIT: u32 = 2; // answer_value: the longest wait in milliseconds, >= 1
+export const PREBIND_OK: u32 = 0;
+export const PREBIND_REJECT: u32 = 1;
+
+// Why wssp_unreserve is called (the context's `cause`).
+export const CAUSE_NONE: u32 = 0; // every other stage
+export const CAUSE_REFUSED: u32 = 1; // a stage after reserve refused the pod (reserve, prebind)
+export const CAUSE_DENIED: u32 = 2; // permit denied it: an answer or a `reject` command
+export const CAUSE_TIMEOUT: u32 = 3; // its permit wait timed out
+export const CAUSE_BIND_FAILED: u32 = 4; // the binding failed
+export const CAUSE_GONE: u32 = 5; // the pod was deleted, or the scheduler stopped leading
+
+/** `node_row` outside reserve .. postbind. */
+export const NO_ROW: u32 = 0xffffffff;
+
+/** A short English text for a cause, for messages ("permit wait timed out"). */
+export function causeText(cause: u32): string {
+  switch (cause) {
+    case CAUSE_NONE: return "no cause";
+    case CAUSE_REFUSED: return "refused after reserve";
+    case CAUSE_DENIED: return "denied at permit";
+    case CAUSE_TIMEOUT: return "permit wait timed out";
+    case CAUSE_BIND_FAILED: return "binding failed";
+    case CAUSE_GONE: return "pod deleted or scheduler stopped leading";
+    default: return "unknown cause";
+  }
+}
 
 export const NODE_PRESENT: u8 = 1;
 export const NODE_UNSCHEDULABLE: u8 = 2;
@@ -319,16 +375,25 @@ export class Context {
   changed: u32; // 96      u32[C]: rows changed since this stage's last call (1.1)
   n_changed: u32; // 100
   host_minor: u32; // 104
-  private reserved3: u32; // 108..127
-  private reserved4: u32;
-  private reserved5: u32;
-  private reserved6: u32;
-  private reserved7: u32;
+  // stages 3-9 (1.3; zero on older hosts, which never call those stages)
+  node_row: u32; // 108      host: the pod's node row (reserve..postbind), else NO_ROW
+  answer: u32; // 112        guest: the stage's answer code (host writes 0)
+  answer_value: u32; // 116  guest: a number going with the answer (host writes 0)
+  message: u32; // 120       guest: text, why (host writes 0)
+  message_len: u32; // 124
   // guest fields
   reasons: u32; // 128
   reasons_len: u32; // 132
   want_labels: u32; // 136
   want_labels_len: u32; // 140
+  // stages 3-9, continued (1.3)
+  output: u32; // 144        guest: command lines (host writes 0)
+  output_len: u32; // 148
+  waiting: u32; // 152       host: lines, the pods waiting at this fragment's permit
+  waiting_len: u32; // 156
+  prefilter_rows: u32; // 160  host: u8[C], zeroed before each wssp_prefilter
+  cause: u32; // 164         host: why wssp_unreserve is called (CAUSE_*)
+  now_ms: i64; // 168        host: wall clock, Unix milliseconds (stages 1-9)
 
   @inline static at(ptr: usize): Context {
     return changetype<Context>(ptr);
@@ -503,6 +568,25 @@ export class Context {
     const s = this.podText(40);
     return textAt(slicePtr(s), sliceLen(s));
   }
+  /** The pod's namespace as a Slice (no allocation). */
+  podNamespaceSlice(): Slice {
+    return this.podText(32);
+  }
+  /** The pod's name as a Slice (no allocation). */
+  podNameSlice(): Slice {
+    return this.podText(40);
+  }
+  /** The pod's uid (record offset 72 + 8R, minor 3) as a Slice; empty (length 0) when the
+   * record is older and does not cover the field (its `size` says how far it goes). */
+  podUid(): Slice {
+    const size = load<u32>(this.pod);
+    const at = <u32>(this.tail() - <usize>this.pod) + 64;
+    if (size > this.pod_len || at + 8 > size) return slice(0, 0);
+    const offset = load<u32>(<usize>this.pod + at);
+    const len = load<u32>(<usize>this.pod + at + 4);
+    if (offset > size || len > size - offset) return slice(0, 0);
+    return slice(<usize>this.pod + offset, len);
+  }
   /** The pod's labels as "key=value" lines. */
   podLabels(): Slice {
     return this.podText(48);
@@ -579,6 +663,147 @@ export class Context {
     return false;
   }
 
+  // -- stages of minor 3 (prefilter .. postbind) --
+  //
+  // The host zeroes answer, answer_value, message and output before every call of these
+  // stages: a stage that sets nothing answers 0 (pass, default, ok, allow) with no message and
+  // no command. Message and output text go into two buffers of the SDK (allocated with alloc(),
+  // reused from call to call, growing only when a call needs more than any before): building
+  // them allocates nothing in the steady state. Every helper publishes the buffer's pointer and
+  // length into the context at once; the first one used in a call starts from empty. Text is
+  // copied, so it may come from anywhere (literals, the pod record, the waiting lines).
+
+  /** The row of the node the pod is placed on (reserve .. postbind), NO_ROW in the others. */
+  @inline nodeRow(): u32 {
+    return this.node_row;
+  }
+
+  /** Wall clock at the call, Unix milliseconds (0 during init and on older hosts). */
+  @inline nowMs(): i64 {
+    return this.now_ms;
+  }
+
+  @inline setAnswer(code: u32): void {
+    this.answer = code;
+  }
+
+  @inline setAnswerValue(value: u32): void {
+    this.answer_value = value;
+  }
+
+  /** During wssp_prefilter with PREFILTER_RESTRICT: keep the row a candidate (the host zeroes
+   * every row before the call, so unmarked rows are taken away). */
+  @inline setPrefilterRow(row: u32, keep: bool): void {
+    store<u8>(<usize>this.prefilter_rows + row, keep ? 1 : 0);
+  }
+
+  /** Replace this call's message (at most 1024 bytes are read); false when out of memory. */
+  setMessage(text: string): bool {
+    this.messageOf().len = 0;
+    return this.messageAdd(text);
+  }
+
+  /** Append to this call's message. */
+  messageAdd(text: string): bool {
+    return this.publishMessage(this.messageOf().addString(text));
+  }
+
+  messageAddSlice(text: Slice): bool {
+    return this.publishMessage(this.messageOf().addBytes(slicePtr(text), sliceLen(text)));
+  }
+
+  /** Append an integer in decimal. */
+  messageAddInt(value: i64): bool {
+    return this.publishMessage(this.messageOf().addInt(value));
+  }
+
+  /** `allow <uid>`: the pod waiting at this fragment's permit goes on to bind (prefilter,
+   * postfilter, reserve, unreserve, permit). False when out of memory or uid has a newline. */
+  outputAllow(uid: Slice): bool {
+    return this.outputLine("allow", uid);
+  }
+
+  /** `reject <uid>`: the waiting pod is refused (its unreserve runs with CAUSE_DENIED, and this
+   * call's message tells it why). Same stages as outputAllow. */
+  outputReject(uid: Slice): bool {
+    return this.outputLine("reject", uid);
+  }
+
+  /** `label <key>=<value>` (prebind only; the key must be in the resource's allowlist). */
+  outputLabel(key: string, value: string): bool {
+    return this.outputPair("label", key, value);
+  }
+
+  /** `annotation <key>=<value>` (prebind only). */
+  outputAnnotation(key: string, value: string): bool {
+    return this.outputPair("annotation", key, value);
+  }
+
+  /** Drop this call's commands. */
+  outputClear(): void {
+    const out = outputBuf();
+    out.len = 0;
+    this.output = <u32>out.ptr;
+    this.output_len = 0;
+  }
+
+  /** The message buffer, emptied when the context no longer shows it (a new call). */
+  private messageOf(): ByteBuf {
+    const b = messageBuf();
+    if (this.message != <u32>b.ptr || this.message_len != b.len) b.len = 0;
+    return b;
+  }
+
+  private publishMessage(ok: bool): bool {
+    const b = messageBuf();
+    this.message = <u32>b.ptr;
+    this.message_len = b.len;
+    return ok;
+  }
+
+  private outputOf(): ByteBuf {
+    const b = outputBuf();
+    if (this.output != <u32>b.ptr || this.output_len != b.len) b.len = 0;
+    return b;
+  }
+
+  private publishOutput(): bool {
+    const b = outputBuf();
+    this.output = <u32>b.ptr;
+    this.output_len = b.len;
+    return true;
+  }
+
+  /** One line "<verb> <arg>", all or nothing. */
+  private outputLine(verb: string, arg: Slice): bool {
+    const ptr = slicePtr(arg);
+    const len = sliceLen(arg);
+    for (let i: u32 = 0; i < len; i++) if (load<u8>(ptr + i) == 10) return false;
+    const out = this.outputOf();
+    if (!out.reserve(2 + <u32>verb.length + len)) return false;
+    if (out.len > 0) out.addByte(10);
+    out.addString(verb);
+    out.addByte(32);
+    out.addBytes(ptr, len);
+    return this.publishOutput();
+  }
+
+  /** One line "<verb> <key>=<value>", all or nothing. */
+  private outputPair(verb: string, key: string, value: string): bool {
+    if (key.indexOf("\n") >= 0 || value.indexOf("\n") >= 0) return false;
+    const out = this.outputOf();
+    const need = 3 + <u32>verb.length + <u32>String.UTF8.byteLength(key) +
+      <u32>String.UTF8.byteLength(value);
+    if (!out.reserve(need)) return false;
+    if (out.len > 0) out.addByte(10);
+    out.addString(verb);
+    out.addByte(32);
+    out.addString(key);
+    out.addByte(61);
+    out.addString(value);
+    return this.publishOutput();
+  }
+
   // -- init: reasons and wanted labels --
 
   /** Declare a failure reason (in wssp_init); returns its id, 0 on failure. */
@@ -607,6 +832,18 @@ if (offsetof<Context>("host_minor") != 104) ERROR("Context.host_minor must be at
 if (offsetof<Context>("reasons") != 128) ERROR("Context.reasons must be at offset 128");
 // @ts-ignore: compile-time check
 if (offsetof<Context>("want_labels_len") != 140) ERROR("Context.want_labels_len must be at 140");
+// @ts-ignore: compile-time check
+if (offsetof<Context>("node_row") != 108) ERROR("Context.node_row must be at offset 108");
+// @ts-ignore: compile-time check
+if (offsetof<Context>("message_len") != 124) ERROR("Context.message_len must be at offset 124");
+// @ts-ignore: compile-time check
+if (offsetof<Context>("output") != 144) ERROR("Context.output must be at offset 144");
+// @ts-ignore: compile-time check
+if (offsetof<Context>("waiting") != 152) ERROR("Context.waiting must be at offset 152");
+// @ts-ignore: compile-time check
+if (offsetof<Context>("cause") != 164) ERROR("Context.cause must be at offset 164");
+// @ts-ignore: compile-time check
+if (offsetof<Context>("now_ms") != 168) ERROR("Context.now_ms must be at offset 168");
 
 /** A requirement of the pod record: 16 bytes, then n_values i64 values. */
 @unmanaged
@@ -662,6 +899,184 @@ class TextBuilder {
 
 const reasonsText = new TextBuilder();
 const wantText = new TextBuilder();
+
+/**
+ * A reusable byte buffer in guest memory (allocated with alloc()). Growing leaves the old block
+ * behind (nothing is freed): it at most doubles the memory a buffer holds, once. The add
+ * methods return false when out of memory, having appended nothing.
+ */
+@unmanaged
+export class ByteBuf {
+  ptr: usize = 0;
+  len: u32 = 0;
+  cap: u32 = 0;
+
+  /** Room for `extra` more bytes. */
+  reserve(extra: u32): bool {
+    const need = <u64>this.len + <u64>extra;
+    if (need <= <u64>this.cap) return true;
+    if (need > 0x40000000) return false;
+    let cap: u32 = this.cap > 0 ? this.cap : 256;
+    while (<u64>cap < need) cap *= 2;
+    const bigger = alloc(cap);
+    if (bigger == 0) return false;
+    if (this.len > 0) memory.copy(bigger, this.ptr, this.len);
+    this.ptr = bigger;
+    this.cap = cap;
+    return true;
+  }
+
+  @inline clear(): void {
+    this.len = 0;
+  }
+
+  @inline slice(): Slice {
+    return slice(this.ptr, this.len);
+  }
+
+  addByte(b: u8): bool {
+    if (!this.reserve(1)) return false;
+    store<u8>(this.ptr + this.len, b);
+    this.len++;
+    return true;
+  }
+
+  addBytes(ptr: usize, len: u32): bool {
+    if (!this.reserve(len)) return false;
+    memory.copy(this.ptr + this.len, ptr, len);
+    this.len += len;
+    return true;
+  }
+
+  /** The string's UTF-8 bytes (no allocation). */
+  addString(s: string): bool {
+    const bytes = <u32>String.UTF8.byteLength(s);
+    if (!this.reserve(bytes)) return false;
+    String.UTF8.encodeUnsafe(changetype<usize>(s), s.length, this.ptr + this.len);
+    this.len += bytes;
+    return true;
+  }
+
+  /** An integer in decimal. */
+  addInt(value: i64): bool {
+    let v: u64 = value < 0 ? 0 - <u64>value : <u64>value;
+    let n: u32 = 0;
+    let t = v;
+    do {
+      n++;
+      t /= 10;
+    } while (t != 0);
+    if (!this.reserve(n + 1)) return false;
+    if (value < 0) {
+      store<u8>(this.ptr + this.len, 45 /* - */);
+      this.len++;
+    }
+    for (let k = n; k > 0; k--) {
+      store<u8>(this.ptr + this.len + k - 1, <u8>(48 + v % 10));
+      v /= 10;
+    }
+    this.len += n;
+    return true;
+  }
+}
+
+// The SDK's message and output buffers, made on first use (a module without the stages of
+// minor 3 carries neither).
+let messageBuffer: ByteBuf | null = null;
+let outputBuffer: ByteBuf | null = null;
+
+function messageBuf(): ByteBuf {
+  let b = messageBuffer;
+  if (b == null) messageBuffer = b = new ByteBuf();
+  return b;
+}
+
+function outputBuf(): ByteBuf {
+  let b = outputBuffer;
+  if (b == null) outputBuffer = b = new ByteBuf();
+  return b;
+}
+
+/**
+ * The pods waiting at this fragment's permit (the context's `waiting` lines, minor 3): one line
+ * `<uid> <namespace>/<name> <node> <labels>`, labels as `k=v,k=v`. The parts are Slices into the
+ * host's text (valid during the call). Make one iterator at module level and reset it per call:
+ *
+ *     const waiting = new Waiting();
+ *     ...
+ *     waiting.reset(c);
+ *     while (waiting.next()) {
+ *       const group = waiting.label("pod-group.wssp.io/name");   // NO_SLICE when absent
+ *       if (group != NO_SLICE) c.outputAllow(waiting.uid);
+ *     }
+ *
+ * Lines not of that shape are skipped.
+ */
+export class Waiting {
+  uid: Slice = 0;
+  ns: Slice = 0; // namespace
+  name: Slice = 0;
+  node: Slice = 0;
+  labels: Slice = 0; // k=v,k=v
+  private lines: Lines = new Lines(0, 0);
+
+  reset(c: Context): Waiting {
+    this.lines.reset(c.waiting, c.waiting_len);
+    return this;
+  }
+
+  next(): bool {
+    while (this.lines.next()) if (this.parse(this.lines.ptr, this.lines.len)) return true;
+    return false;
+  }
+
+  /** Split one line into the fields; false when it is not of the documented shape. */
+  parse(ptr: usize, len: u32): bool {
+    let start: u32 = 0;
+    let k = 0;
+    let uid: Slice = 0;
+    let path: Slice = 0;
+    let node: Slice = 0;
+    for (let i: u32 = 0; i < len && k < 3; i++) {
+      if (load<u8>(ptr + i) != 32) continue;
+      const part = slice(ptr + start, i - start);
+      if (k == 0) uid = part;
+      else if (k == 1) path = part;
+      else node = part;
+      k++;
+      start = i + 1;
+    }
+    if (k < 3) return false;
+    const pathPtr = slicePtr(path);
+    const pathLen = sliceLen(path);
+    let slash: u32 = 0;
+    while (slash < pathLen && load<u8>(pathPtr + slash) != 47 /* / */) slash++;
+    if (slash == pathLen) return false;
+    this.uid = uid;
+    this.ns = slice(pathPtr, slash);
+    this.name = slice(pathPtr + slash + 1, pathLen - slash - 1);
+    this.node = node;
+    this.labels = slice(ptr + start, len - start);
+    return true;
+  }
+
+  /** The value of the current pod's label `key` as a Slice, or NO_SLICE. */
+  label(key: string): Slice {
+    const keyLen = <u32>String.UTF8.byteLength(key);
+    let p = slicePtr(this.labels);
+    const end = p + sliceLen(this.labels);
+    while (p < end) {
+      const item = p;
+      while (p < end && load<u8>(p) != 44 /* , */) p++;
+      const n = <u32>(p - item);
+      if (n > keyLen && load<u8>(item + keyLen) == 61 /* = */ && bytesEqual(item, keyLen, key)) {
+        return slice(item + keyLen + 1, n - keyLen - 1);
+      }
+      p++;
+    }
+    return NO_SLICE;
+  }
+}
 
 // ---------------------------------------------------------------------------------------------
 // A small JSON reader for flat configuration objects (meant for wssp_init: it allocates)
@@ -773,6 +1188,45 @@ export class Json {
   /** Whether the object has member `key`. */
   has(key: string): bool {
     return this.find(key);
+  }
+
+  /** Whether member `key` is an integer (read it with getInt). */
+  hasInt(key: string): bool {
+    return this.find(key) && parseInt64(this.vstart, <u32>(this.vend - this.vstart));
+  }
+
+  /** The object member `key` as a Json of its own (read with the same methods), or null when
+   * absent or not an object. */
+  getObject(key: string): Json | null {
+    if (!this.find(key) || load<u8>(this.vstart) != 123) return null;
+    return new Json(this.vstart, <i32>(this.vend - this.vstart));
+  }
+
+  /** An object member whose values are all integers (`"groups": {"a": 2, "b": 4}`) as a Map
+   * from the member names (escapes decoded; the first of duplicate names counts); null when
+   * absent, not an object, malformed, or when a value is not an integer. */
+  getIntMap(key: string): Map<string, i64> | null {
+    if (!this.find(key) || load<u8>(this.vstart) != 123) return null;
+    const end = this.vend - 1; // at '}'
+    let p = this.vstart + 1;
+    const out = new Map<string, i64>();
+    while (true) {
+      p = this.ws(p, end);
+      if (p < end && load<u8>(p) == 44 && out.size > 0) p = this.ws(p + 1, end);
+      if (p >= end) return out;
+      if (load<u8>(p) != 34) return null;
+      const after = this.skipString(p, end);
+      if (after == 0) return null;
+      const name = decodeJsonString(p, after);
+      if (name == null) return null;
+      p = this.ws(after, end);
+      if (p >= end || load<u8>(p) != 58 /* : */) return null;
+      p = this.ws(p + 1, end);
+      const valueEnd = this.skipValue(p, end);
+      if (valueEnd == 0 || !parseInt64(p, <u32>(valueEnd - p))) return null;
+      if (!out.has(name)) out.set(name, parsed);
+      p = valueEnd;
+    }
   }
 
   /** A string member (escapes decoded), or `fallback` when absent or not a string. */

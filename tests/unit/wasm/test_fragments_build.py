@@ -34,6 +34,7 @@ from pyscheduler.plugins.node_affinity import NodeAffinity
 from pyscheduler.plugins.node_resources_fit import NodeResourcesFit
 from pyscheduler.plugins.node_unschedulable import NodeUnschedulable
 from pyscheduler.plugins.taint_toleration import TaintToleration
+from pyscheduler.wasm.abi import NEW_STAGES
 from pyscheduler.wasm.errors import CallError, LoadError
 from pyscheduler.wasm.fragment import Fragment
 from pyscheduler.wasm.vm import Limits, get_runtime
@@ -68,6 +69,7 @@ PRESENT_ONLY = FRAGMENTS / "wat" / "present-only.wasm"
 HOSTILE = FRAGMENTS / "hostile"
 
 ALLOWED_IMPORTS = {("wssp", "log"), ("env", "abort")}
+LIFECYCLE_EXPORTS = {f"wssp_{stage}" for stage in NEW_STAGES}
 GPU = "nvidia.com/gpu"
 UNSCHEDULABLE = "node(s) were unschedulable"
 TAINTED = "node(s) had untolerated taint"
@@ -149,6 +151,10 @@ HOSTILE_LOAD_ERRORS = {
     "marker-f64.wasm": "export wssp_abi_v1 must be a function \\(\\) -> i32 or an i32 global, "
                        "not a f64 global",
     "invalid.wasm": "not a WebAssembly module",
+    "stage-bad-signature.wasm": "export wssp_permit must be a function \\(i32\\) -> \\(i32\\), "
+                                "not \\(i32, i32\\) -> \\(i32\\)",
+    "unknown-stage-export.wasm": "unknown export wssp_permitt \\(known: wssp_alloc, wssp_init, "
+                                 "wssp_prefilter, ",
 }
 
 
@@ -162,7 +168,11 @@ def test_every_expected_module_is_committed() -> None:
                        "unreachable-score.wasm", "out-of-range.wasm", "abi-v2.wasm",
                        "no-marker.wasm", "wasi-import.wasm", "unknown-import.wasm",
                        "init-fails.wasm", "filter-fails.wasm", "invalid.wasm",
-                       "init-loops.wasm", "marker-f64.wasm", "log-flood.wasm"}
+                       "init-loops.wasm", "marker-f64.wasm", "log-flood.wasm",
+                       "permit-bad-answer.wasm", "permit-wait-zero.wasm",
+                       "postfilter-bad-row.wasm", "prebind-flood.wasm", "prebind-bad-verb.wasm",
+                       "reserve-traps.wasm", "prefilter-loops.wasm",
+                       "stage-bad-signature.wasm", "unknown-stage-export.wasm"}
     # every hostile module except the garbage one comes from a .wat next to it
     assert {p.stem for p in HOSTILE.glob("*.wat")} == {h[:-5] for h in hostile} - {"invalid"}
 
@@ -194,10 +204,11 @@ def test_module_is_valid_and_imports_only_the_allowlist(path: Path) -> None:
     assert isinstance(exports["memory"], wasmtime.MemoryType)
     for name in ("wssp_alloc", "wssp_init"):
         assert isinstance(exports[name], wasmtime.FuncType), name
-    assert "wssp_filter" in exports or "wssp_score" in exports
+    assert set(exports) & {"wssp_filter", "wssp_score", *LIFECYCLE_EXPORTS}
     # only the ABI's exports (and memory): no runtime internals leak out
+    misspelt = {"wssp_permitt"} if path.name == "unknown-stage-export.wasm" else set()
     assert set(exports) <= {"memory", "wssp_alloc", "wssp_init", "wssp_filter", "wssp_score",
-                            "wssp_abi_v1", "wssp_abi_v2"}
+                            "wssp_abi_v1", "wssp_abi_v2", *LIFECYCLE_EXPORTS, *misspelt}
 
 
 @pytest.mark.parametrize("path", [p for p in committed_modules() if p.parent != HOSTILE],
@@ -278,6 +289,34 @@ def test_hostile_module_fails_its_calls(name: str) -> None:
     # the instance was discarded, not the fragment: a working stage still works afterwards
     if filter_kinds is None:
         assert frag.filter(ctx).passed is not None
+
+
+# module -> (lifecycle stage, CallError kinds, message), each failing one call (ABI minor 3)
+HOSTILE_STAGE_CALLS: dict[str, tuple[str, set[str], str]] = {
+    "permit-bad-answer.wasm": ("permit", {"output"}, "answer 7 is not one of 0..2 for wssp_permit"),
+    "permit-wait-zero.wasm": ("permit", {"output"}, "answered 2 \\(wait\\) with answer_value 0"),
+    "postfilter-bad-row.wasm": ("postfilter", {"output"}, "nominated row 100000"),
+    "prebind-flood.wasm": ("prebind", {"output"}, "wrote 5000 output lines, more than 1000"),
+    "prebind-bad-verb.wasm": ("prebind", {"output"},
+                              "line 1 \"allow some-uid\": 'allow' is not a command of "
+                              "wssp_prebind"),
+    "reserve-traps.wasm": ("reserve", {"trap"}, "unreachable"),
+    "prefilter-loops.wasm": ("prefilter", {"fuel", "timeout"}, "fuel|deadline"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(HOSTILE_STAGE_CALLS))
+def test_hostile_module_fails_its_lifecycle_call(name: str) -> None:
+    ctx = hostile_ctx()
+    frag = Fragment.load(module_bytes(HOSTILE / name), limits=HOSTILE_LIMITS, table=ctx.table)
+    stage, kinds, message = HOSTILE_STAGE_CALLS[name]
+    assert stage in frag.stages
+    with pytest.raises(CallError, match=message) as failed:
+        frag.call_sync(stage, ctx, node_row=0)
+    assert failed.value.kind in kinds, failed.value.message
+    # the instance was discarded, not the fragment: filter and score still work
+    assert frag.filter(ctx).passed is not None
+    assert frag.score(ctx, ctx.nodes().copy()) is not None
 
 
 def test_memory_bomb_stays_under_the_cap() -> None:

@@ -166,11 +166,43 @@ def edited(edit: Callable[[dict[str, Any]], None]) -> dict[str, Any]:
     pytest.param(resource(stages=None),
                  ["spec.stages: required (at least one of filter, score)"], id="no stages"),
     pytest.param(resource(stages={}),
-                 ["spec.stages: must configure at least one of filter, score"], id="empty stages"),
-    pytest.param(resource(stages={"prefilter": {"mode": "replace"}}),
-                 ["spec.stages.prefilter: unknown field; known fields: filter, score",
-                  "spec.stages: must configure at least one of filter, score"],
+                 ["spec.stages: must configure at least one of filter, score, prefilter, postfilter, reserve, unreserve, permit, prebind, postbind"], id="empty stages"),
+    pytest.param(resource(stages={"bind": {"mode": "replace"}}),
+                 ["spec.stages.bind: unknown field; known fields: filter, score, prefilter, postfilter, reserve, unreserve, permit, prebind, postbind",
+                  "spec.stages: must configure at least one of filter, score, prefilter, postfilter, reserve, unreserve, permit, prebind, postbind"],
                  id="unknown stage"),
+    pytest.param(resource(stages={"prefilter": {"mode": "replace"}}),
+                 ['spec.stages.prefilter.mode: must be extend (the only mode of this stage), '
+                  'got "replace"'], id="prefilter replace"),
+    pytest.param(resource(stages={"postfilter": {"mode": "extend"}}),
+                 ['spec.stages.postfilter.mode: must be replace (the only mode of this stage), '
+                  'got "extend"'], id="postfilter extend"),
+    pytest.param(resource(stages={"permit": {"timeout": 5}}),
+                 ["spec.stages.permit.timeout: unknown field; known fields: mode"],
+                 id="permit unknown field"),
+    pytest.param(resource(stages={"prebind": {"allowedLabels": "team"}}),
+                 ['spec.stages.prebind.allowedLabels: must be a list of keys, got "team"'],
+                 id="allowlist not a list"),
+    pytest.param(resource(stages={"prebind": {"allowedLabels": ["ok/*", "Bad Key"],
+                                               "allowedAnnotations": ["wssp/decision",
+                                                                      "node.kubernetes.io/*",
+                                                                      "k8s.io/x"]}}),
+                 ["spec.stages.prebind.allowedLabels[1]: 'Bad Key' is not a key or prefix/*: "
+                  "name part must consist of alphanumeric characters, '-', '_' or '.', and "
+                  "must start and end with an alphanumeric character (e.g. 'MyName',  or "
+                  "'my.name',  or '123-abc', regex used for validation is "
+                  "'([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]')",
+                  "spec.stages.prebind.allowedAnnotations[0]: 'wssp/decision': keys under "
+                  "wssp/, kubernetes.io and k8s.io are the scheduler's and Kubernetes' own",
+                  "spec.stages.prebind.allowedAnnotations[1]: 'node.kubernetes.io/*': keys "
+                  "under wssp/, kubernetes.io and k8s.io are the scheduler's and Kubernetes' "
+                  "own",
+                  "spec.stages.prebind.allowedAnnotations[2]: 'k8s.io/x': keys under wssp/, "
+                  "kubernetes.io and k8s.io are the scheduler's and Kubernetes' own"],
+                 id="bad allowlist entries"),
+    pytest.param(resource(stages={"prebind": {"allowedLabels": [f"k{i}" for i in range(65)]}}),
+                 ["spec.stages.prebind.allowedLabels: at most 64 entries, got 65"],
+                 id="allowlist too long"),
     pytest.param(resource(stages={"filter": {}}),
                  ["spec.stages.filter.mode: required (one of replace, extend)"], id="no mode"),
     pytest.param(resource(stages={"filter": {"mode": "Replace"}}),
@@ -392,3 +424,23 @@ def test_specs_are_frozen() -> None:
     spec = parse_resource(copy.deepcopy(resource()))
     with pytest.raises(AttributeError):
         spec.url = "s3://other/k"  # type: ignore[misc]
+
+
+def test_lifecycle_stages_parse_with_their_one_mode_and_the_prebind_allowlist() -> None:
+    spec = parse_resource(resource(stages={
+        "permit": None, "postfilter": {}, "reserve": {"mode": "extend"},
+        "prebind": {"allowedLabels": ["team", "example.com/*"],
+                    "allowedAnnotations": ["example.com/owner"]}}))
+    assert spec.filter is None and spec.score is None
+    assert {k: v.mode for k, v in spec.lifecycle.items()} == {
+        "permit": "extend", "postfilter": "replace", "reserve": "extend", "prebind": "extend"}
+    prebind = spec.lifecycle["prebind"]
+    assert prebind.allows("label", "team") and prebind.allows("label", "example.com/gpu")
+    assert not prebind.allows("label", "team2") and not prebind.allows("label", "example.org/a")
+    assert not prebind.allows("annotation", "team")
+    assert prebind.allows("annotation", "example.com/owner")
+    # Keys that are the scheduler's or Kubernetes' own never pass, whatever a list says.
+    assert not StageSpec("extend", allowed_labels=("wssp/*",)).allows("label",
+                                                                       "wssp/virtual-node")
+    assert not StageSpec("extend", allowed_labels=("topology.kubernetes.io/zone",)).allows(
+        "label", "topology.kubernetes.io/zone")

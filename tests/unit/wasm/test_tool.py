@@ -55,3 +55,43 @@ def test_a_fragment_rejection_is_reported_per_node() -> None:
     assert report.node is None
     assert report.nodes["a"] == (False, "not today", None, None)
     assert report.message == "0/2 nodes are available: 2 not today."
+
+
+def test_every_stage_runs_offline_with_permit_holds_and_prebind_patches() -> None:
+    from pyscheduler.wasm.resource import StageSpec
+    from tests.integration.test_fragment_stages import stages_wat
+
+    module = wasmtime.wat2wasm(stages_wat({
+        "prefilter": (0, 0, "", ""), "reserve": (0, 0, "", ""),
+        "permit": (2, 5000, "waiting for the batch", ""),
+        "unreserve": (0, 0, "", ""),
+        "prebind": (0, 0, "", "label team=ml\nlabel other=x"),
+        "postfilter": (3, 0, "wait for room", "")}))
+    reports = what_if(module, [node("a", "1"), node("b", "1")],
+                      [pod("p1", "800m"), pod("p2", "800m"), pod("p3", "800m")],
+                      prebind=StageSpec("extend", allowed_labels=("team",)))
+    # No filter or score export: the built-ins place; every pod waits at permit holding its
+    # room, so the third finds none and the post-filter says to wait.
+    assert [r.outcome for r in reports] == ["waiting", "waiting", "unschedulable"]
+    assert reports[0].stages == ("prefilter: pass", "reserve: ok",
+                                 "permit: wait 5s: waiting for the batch")
+    assert reports[2].stages == ("prefilter: pass", "postfilter: wait: wait for room")
+    assert reports[2].message == "0/2 nodes are available: 2 Insufficient cpu."
+    text = format_reports(reports)
+    assert "still held at permit" in text and "postfilter: wait: wait for room" in text
+
+    allow = wasmtime.wat2wasm(stages_wat({
+        "permit": (0, 0, "", ""),
+        "prebind": (0, 0, "", "label team=ml\nlabel other=x")}))
+    [bound] = what_if(allow, [node("a")], [pod("p", "100m")],
+                      prebind=StageSpec("extend", allowed_labels=("team", "other")))
+    assert bound.outcome == "bound" and bound.node == "a"
+    assert bound.patch == {"labels": {"team": "ml", "other": "x"}, "annotations": {}}
+    assert bound.stages == ("permit: allow", "prebind: ok")
+    # A key outside the allowlist fails the call as in the scheduler: nothing is added.
+    [refused] = what_if(allow, [node("a")], [pod("p", "100m")],
+                        prebind=StageSpec("extend", allowed_labels=("team",)))
+    assert refused.patch is None
+    assert refused.stages == ("permit: allow", "prebind: failed: output: label other is not "
+                                               "allowed (spec.stages.prebind.allowedLabels: "
+                                               "team)")

@@ -1,0 +1,297 @@
+"""Fragments at the extension points after filtering, in the running scheduler against the
+embedded cluster: prefilter, post-filter, reserve/unreserve, permit (deny, wait, time out),
+pre-bind (allowlisted labels only) and post-bind — each answer's effect on the pod, the
+failure policy on a bad answer, and no room kept by a pod that was not bound."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from kubernetes import client, config
+
+from pyscheduler_sim.harness import BackgroundCluster
+from tests.conftest import SchedulerThread, wait_for
+from tests.fragment_cluster import apply_fragment, assumed, calls, fragment_cluster, held_at_permit
+
+wasmtime = pytest.importorskip("wasmtime")
+
+SCHEDULER = "stage-sched"
+NODES = 3
+# Context fields of ABI minor 3 (fragments/ABI.md §4).
+ANSWER, VALUE, MESSAGE, MESSAGE_LEN, OUTPUT, OUTPUT_LEN = 112, 116, 120, 124, 144, 148
+
+Answer = tuple[int, int, str, str]  # code, value, message, output lines
+
+
+def stages_wat(answers: dict[str, Answer], trap_in: str = "") -> str:
+    """A fragment exporting one function per stage in ``answers``, each giving the same answer
+    for every pod; ``trap_in`` names a stage that executes ``unreachable`` instead."""
+    data, funcs, offset = [], [], 1024
+    for stage, (code, value, message, output) in answers.items():
+        body = [f"(i32.store offset={ANSWER} (local.get $ctx) (i32.const {code}))",
+                f"(i32.store offset={VALUE} (local.get $ctx) (i32.const {value}))"]
+        for text, ptr, length in ((message, MESSAGE, MESSAGE_LEN), (output, OUTPUT, OUTPUT_LEN)):
+            if text:
+                raw = text.encode()
+                data.append(f'(data (i32.const {offset}) "{raw.decode()}")'.replace("\n", "\\0a"))
+                body += [f"(i32.store offset={ptr} (local.get $ctx) (i32.const {offset}))",
+                         f"(i32.store offset={length} (local.get $ctx) (i32.const {len(raw)}))"]
+                offset += len(raw) + 8
+        if stage == trap_in:
+            body = ["(unreachable)"]
+        funcs.append(f'(func (export "wssp_{stage}") (param $ctx i32) (result i32)\n  '
+                     + "\n  ".join(body) + "\n  (i32.const 0))")
+    return f"""
+(module
+  (memory (export "memory") 2)
+  (global $heap (mut i32) (i32.const 8192))
+  {chr(10).join(data)}
+  (func (export "wssp_abi_v1") (result i32) (i32.const 3))
+  (func (export "wssp_alloc") (param $size i32) (result i32)
+    (local $ptr i32) (local $end i32)
+    (local.set $ptr (i32.and (i32.add (global.get $heap) (i32.const 7)) (i32.const -8)))
+    (local.set $end (i32.add (local.get $ptr) (local.get $size)))
+    (if (i32.gt_u (local.get $end) (i32.mul (memory.size) (i32.const 65536)))
+      (then (if (i32.lt_s (memory.grow (i32.add (i32.shr_u (i32.sub (local.get $end)
+                  (i32.mul (memory.size) (i32.const 65536))) (i32.const 16)) (i32.const 1)))
+                (i32.const 0)) (then (return (i32.const 0))))))
+    (global.set $heap (local.get $end))
+    (local.get $ptr))
+  (func (export "wssp_init") (param $ctx i32) (param i32 i32) (result i32) (i32.const 0))
+  {chr(10).join(funcs)}
+)"""
+
+
+@pytest.fixture(scope="module")
+def sim(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BackgroundCluster]:
+    with fragment_cluster(tmp_path_factory.mktemp("stages"), NODES) as c:
+        yield c
+
+
+@pytest.fixture(scope="module")
+def core(sim: BackgroundCluster) -> client.CoreV1Api:
+    return client.CoreV1Api(config.new_client_from_config(config_file=str(sim.kubeconfig)))
+
+
+@pytest.fixture(scope="module")
+def custom(core: client.CoreV1Api) -> client.CustomObjectsApi:
+    return client.CustomObjectsApi(core.api_client)
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("modules")
+
+
+@pytest.fixture(scope="module")
+def scheduler(sim: BackgroundCluster, store: Path,
+              custom: client.CustomObjectsApi) -> Iterator[SchedulerThread]:
+    s = SchedulerThread(sim.kubeconfig, schedulerName=SCHEDULER,
+                        leaderElection={"enabled": False}, podInitialBackoffSeconds=0.2,
+                        podMaxBackoffSeconds=0.5, seed=1,
+                        storage={"allowedFileDirs": [str(store)]}).start()
+    yield s
+    s.stop()
+
+
+@pytest.fixture
+def ns(core: client.CoreV1Api, request: pytest.FixtureRequest) -> str:
+    name = "s-" + hashlib.sha1(request.node.name.encode()).hexdigest()[:8]
+    core.create_namespace({"metadata": {"name": name}})
+    return name
+
+
+def publish(custom: client.CustomObjectsApi, store: Path, resource: str, wat: str,
+            stages: dict[str, Any], **spec: Any) -> None:
+    path = store / f"{resource}.wasm"
+    path.write_bytes(wasmtime.wat2wasm(wat))
+    apply_fragment(custom, resource, path, stages, **spec)
+
+
+def make_pod(core: client.CoreV1Api, ns: str, name: str, fragment: str, *, cpu: str = "100m",
+             annotations: dict[str, str] | None = None) -> None:
+    core.create_namespaced_pod(ns, {
+        "metadata": {"name": name, "annotations": {"wssp/schedulefragment": fragment,
+                                                   **(annotations or {})}},
+        "spec": {"schedulerName": SCHEDULER, "containers": [
+            {"name": "c", "image": "pause",
+             "resources": {"requests": {"cpu": cpu, "memory": "64Mi"}}}]}})
+
+
+def condition(core: client.CoreV1Api, ns: str, name: str) -> str | None:
+    for c in core.read_namespaced_pod(name, ns).status.conditions or ():
+        if c.type == "PodScheduled" and c.status == "False":
+            return str(c.message)
+    return None
+
+
+def test_prebind_adds_the_allowed_labels_and_postbind_is_told(
+        scheduler: SchedulerThread, core: client.CoreV1Api, custom: client.CustomObjectsApi,
+        store: Path, ns: str) -> None:
+    publish(custom, store, "labeller-v1.0.0", stages_wat({
+        "prebind": (0, 0, "", "label example.com/tier=gold\nannotation example.com/by=stage"),
+        "postbind": (0, 0, "", "")}),
+        {"prebind": {"allowedLabels": ["example.com/*"],
+                     "allowedAnnotations": ["example.com/by"]}})
+    make_pod(core, ns, "p", "labeller-v1.0.0", annotations={"wssp/explain": "true"})
+    wait_for(lambda: core.read_namespaced_pod("p", ns).spec.node_name, what="bound")
+    meta = core.read_namespaced_pod("p", ns).metadata
+    assert meta.labels["example.com/tier"] == "gold"
+    assert meta.annotations["example.com/by"] == "stage"
+    wait_for(lambda: calls(scheduler, "labeller-v1.0.0", "postbind") == 1, what="postbind")
+    decision = json.loads(wait_for(lambda: core.read_namespaced_pod("p", ns).metadata
+                                   .annotations.get("wssp/decision"), what="decision"))
+    assert decision["fragment"] == {"name": "labeller-v1.0.0", "answered": {
+        "reserve": "ok", "permit": "allow",
+        "prebind": "ok (label example.com/tier=gold, annotation example.com/by)"}}
+
+
+@pytest.mark.parametrize("policy, bound", [("Fail", False), ("Ignore", True)])
+def test_a_prebind_key_outside_the_allowlist_fails_the_call(
+        scheduler: SchedulerThread, core: client.CoreV1Api, custom: client.CustomObjectsApi,
+        store: Path, ns: str, policy: str, bound: bool) -> None:
+    resource = f"sneaky-{policy.lower()}-v1.0.0"
+    publish(custom, store, resource, stages_wat({
+        "prebind": (0, 0, "", "label team=a\nlabel example.com/x=1")}),
+        {"prebind": {"allowedLabels": ["team"]}}, failurePolicy=policy)
+    make_pod(core, ns, "p", resource)
+    if bound:
+        wait_for(lambda: core.read_namespaced_pod("p", ns).spec.node_name, what="bound")
+        # Ignore: the stage has no effect at all — not even the allowed label is added.
+        assert "team" not in (core.read_namespaced_pod("p", ns).metadata.labels or {})
+        return
+    message = wait_for(lambda: condition(core, ns, "p"), what="the condition")
+    assert message == (f'fragment "{resource}" failed in prebind: output: label '
+                       f"example.com/x is not allowed (spec.stages.prebind.allowedLabels: "
+                       f"team)")
+    assert core.read_namespaced_pod("p", ns).spec.node_name is None
+    assert (core.read_namespaced_pod("p", ns).metadata.labels or {}) == {}
+    wait_for(lambda: assumed(scheduler) == 0, what="the room given back")
+
+
+def test_reserve_and_permit_refusals_give_the_room_back_and_unreserve_is_told(
+        scheduler: SchedulerThread, core: client.CoreV1Api, custom: client.CustomObjectsApi,
+        store: Path, ns: str) -> None:
+    publish(custom, store, "quota-v1.0.0", stages_wat({
+        "reserve": (1, 0, "team quota exhausted", ""), "unreserve": (0, 0, "", "")}),
+        {"reserve": {}})
+    publish(custom, store, "gate-v1.0.0", stages_wat({
+        "permit": (1, 0, "maintenance window", ""), "unreserve": (0, 0, "", "")}),
+        {"permit": {}})
+    # Each asks for a whole node: a pod that kept its room would show on the next attempt.
+    make_pod(core, ns, "quota", "quota-v1.0.0", cpu="4")
+    make_pod(core, ns, "gate", "gate-v1.0.0", cpu="4")
+    assert wait_for(lambda: condition(core, ns, "quota"), what="quota") == "team quota exhausted"
+    assert wait_for(lambda: condition(core, ns, "gate"), what="gate") == "maintenance window"
+    wait_for(lambda: calls(scheduler, "quota-v1.0.0", "unreserve") >= 1
+             and calls(scheduler, "gate-v1.0.0", "unreserve") >= 1, what="unreserve calls")
+    wait_for(lambda: calls(scheduler, "quota-v1.0.0", "reserve") >= 3, what="retries")
+    for name in ("quota", "gate"):
+        assert core.read_namespaced_pod(name, ns).spec.node_name is None
+    core.delete_namespaced_pod("quota", ns, grace_period_seconds=0)
+    core.delete_namespaced_pod("gate", ns, grace_period_seconds=0)
+    wait_for(lambda: assumed(scheduler) == 0, what="no room kept")
+
+
+def test_a_permit_wait_holds_the_room_then_times_out_and_requeues(
+        scheduler: SchedulerThread, core: client.CoreV1Api, custom: client.CustomObjectsApi,
+        store: Path, ns: str) -> None:
+    publish(custom, store, "slow-gate-v1.0.0", stages_wat({
+        "permit": (2, 600, "waiting for the batch window", ""), "unreserve": (0, 0, "", "")}),
+        {"permit": {}})
+    make_pod(core, ns, "p", "slow-gate-v1.0.0", cpu="3")
+    # While it waits, the pod holds its node's room: the scheduler counts it there.
+    wait_for(lambda: held_at_permit(scheduler) == 1,
+             what="the pod waiting at permit")
+    assert assumed(scheduler) == 1
+    message = wait_for(lambda: condition(core, ns, "p"), what="the timeout")
+    assert message == "rejected due to timeout after waiting 0.6s at permit of fragment " \
+                      "slow-gate-v1.0.0"
+    events = [e for e in core.list_namespaced_event(ns).items if e.reason == "WaitingOnPermit"]
+    assert events and events[0].message == "waiting for the batch window"
+    assert core.read_namespaced_pod("p", ns).spec.node_name is None
+    core.delete_namespaced_pod("p", ns, grace_period_seconds=0)
+    wait_for(lambda: assumed(scheduler) == 0 and scheduler.call(
+        lambda: len(scheduler.app.scheduler.permits)) == 0, what="nothing held after delete")
+    registry = scheduler.call(lambda: scheduler.app.metrics.registry)
+    assert registry.get_sample_value("scheduler_permit_wait_duration_seconds_count",
+                                     {"result": "Unschedulable"}) >= 1
+
+
+def test_prefilter_rejects_and_restricts(
+        scheduler: SchedulerThread, core: client.CoreV1Api, custom: client.CustomObjectsApi,
+        store: Path, ns: str) -> None:
+    publish(custom, store, "admission-v1.0.0", stages_wat({
+        "prefilter": (1, 0, "pod is missing a cost-center label", "")}), {"prefilter": {}})
+    make_pod(core, ns, "p", "admission-v1.0.0", annotations={"wssp/explain": "true"})
+    message = wait_for(lambda: condition(core, ns, "p"), what="the condition")
+    assert message.startswith(f"0/{NODES} nodes are available: pod is missing a cost-center "
+                              "label.")
+    decision = json.loads(wait_for(lambda: core.read_namespaced_pod("p", ns).metadata
+                                   .annotations.get("wssp/decision"), what="decision"))
+    assert decision["fragment"]["answered"]["prefilter"] == \
+        "reject: pod is missing a cost-center label"
+    # Restrict to no row at all: each node fails with the plugin-style reason.
+    publish(custom, store, "nowhere-v1.0.0", stages_wat({"prefilter": (2, 0, "", "")}),
+            {"prefilter": {}})
+    make_pod(core, ns, "q", "nowhere-v1.0.0")
+    message = wait_for(lambda: condition(core, ns, "q"), what="the condition")
+    assert message.startswith(f"0/{NODES} nodes are available: {NODES} node(s) didn't "
+                              "satisfy plugin(s) [nowhere-v1.0.0].")
+
+
+def test_postfilter_wait_keeps_preemption_away_and_says_why(
+        scheduler: SchedulerThread, core: client.CoreV1Api, custom: client.CustomObjectsApi,
+        store: Path, ns: str) -> None:
+    publish(custom, store, "patient-v1.0.0", stages_wat({
+        "postfilter": (3, 0, "batch pods wait for room", "")}), {"postfilter": {}})
+    make_pod(core, ns, "p", "patient-v1.0.0", cpu="10")
+    make_pod(core, ns, "q", "patient-v1.0.0", cpu="10", annotations={"wssp/explain": "true"})
+    message = wait_for(lambda: condition(core, ns, "p"), what="the condition")
+    assert message == f"0/{NODES} nodes are available: {NODES} Insufficient cpu. " \
+                      "patient-v1.0.0: batch pods wait for room"
+    decision = json.loads(wait_for(lambda: core.read_namespaced_pod("q", ns).metadata
+                                   .annotations.get("wssp/decision"), what="decision"))
+    assert decision["fragment"] == {"name": "patient-v1.0.0", "answered": {
+        "postfilter": "wait: batch pods wait for room"}}
+
+
+def test_hostile_answers_meet_the_failure_policy(
+        scheduler: SchedulerThread, core: client.CoreV1Api, custom: client.CustomObjectsApi,
+        store: Path, ns: str) -> None:
+    publish(custom, store, "bad-permit-v1.0.0", stages_wat({"permit": (9, 0, "", "")}),
+            {"permit": {}})
+    publish(custom, store, "trap-reserve-v1.0.0", stages_wat(
+        {"reserve": (0, 0, "", "")}, trap_in="reserve"), {"reserve": {}}, failurePolicy="Ignore")
+    make_pod(core, ns, "bad", "bad-permit-v1.0.0")
+    make_pod(core, ns, "trap", "trap-reserve-v1.0.0")
+    message = wait_for(lambda: condition(core, ns, "bad"), what="the condition")
+    assert message.startswith('fragment "bad-permit-v1.0.0" failed in permit: output: ')
+    assert "9" in message
+    # Ignore: the reserve stage has no effect, and the pod is bound.
+    wait_for(lambda: core.read_namespaced_pod("trap", ns).spec.node_name, what="bound")
+    assert calls(scheduler, "trap-reserve-v1.0.0", "reserve", "trap") >= 1
+    core.delete_namespaced_pod("bad", ns, grace_period_seconds=0)
+    wait_for(lambda: assumed(scheduler) == 0, what="no room kept")
+
+
+@pytest.mark.parametrize("policy", ["Fail", "Default"])
+def test_a_trapping_prefilter_meets_the_failure_policy(
+        scheduler: SchedulerThread, core: client.CoreV1Api, custom: client.CustomObjectsApi,
+        store: Path, ns: str, policy: str) -> None:
+    resource = f"pre-trap-{policy.lower()}-v1.0.0"
+    publish(custom, store, resource, stages_wat({"prefilter": (0, 0, "", "")},
+                                                trap_in="prefilter"),
+            {"prefilter": {}}, failurePolicy=policy)
+    make_pod(core, ns, "p", resource)
+    if policy == "Default":  # the stage has no effect: the built-ins place the pod
+        wait_for(lambda: core.read_namespaced_pod("p", ns).spec.node_name, what="bound")
+    else:
+        message = wait_for(lambda: condition(core, ns, "p"), what="the condition")
+        assert message.startswith(f'fragment "{resource}" failed in prefilter: trap: ')
+    assert calls(scheduler, resource, "prefilter", "trap") >= 1
