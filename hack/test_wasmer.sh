@@ -4,7 +4,7 @@
 # wasmer's Python wheels exist for Python <= 3.10 only, so this builds a Python 3.10 venv at
 # .venv310 (once; reinstalled when setup.cfg or pyproject.toml change) with the project, wasmer
 # 1.1 + cranelift, and wasmtime (the meter tests cross-check the two runtimes), then runs
-# tests/unit/wasm/test_vm.py and tests/unit/wasm/test_meter.py there.
+# tests/unit/wasm/test_vm.py, test_meter.py, test_abi.py and test_stages.py there.
 #
 # The interpreter: $PYTHON310 when set, else ~/.pyenv/versions/3.10.13/bin/python, else
 # python3.10 on PATH. Without one the script says so and exits 0 with a SKIPPED line.
@@ -50,4 +50,5 @@ fi
 
 # The point of this run is wasmer: fail, not skip, when it does not import.
 "$VENV/bin/python" -c 'import wasmer, wasmer_compiler_cranelift, wasmtime'
-exec "$VENV/bin/python" -m pytest -q tests/unit/wasm/test_vm.py tests/unit/wasm/test_meter.py tests/unit/wasm/test_abi.py "$@"
+exec "$VENV/bin/python" -m pytest -q tests/unit/wasm/test_vm.py tests/unit/wasm/test_meter.py tests/unit/wasm/test_abi.py \
+    tests/unit/wasm/test_stages.py "$@"

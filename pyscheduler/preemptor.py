@@ -37,6 +37,7 @@ import numpy as np
 import structlog
 
 from pyscheduler.framework.interface import CycleContext
+from pyscheduler.framework.lifecycle import WaitingRoom
 from pyscheduler.framework.nodetable import NodeTable
 from pyscheduler.framework.pipeline import FilterOutcome, Pipeline, StageOverride
 from pyscheduler.framework.pod import PodInfo, nominated_node, preempts_never
@@ -70,8 +71,11 @@ class Nomination:
 
 class Preemptor:
     def __init__(self, client: KubeClient, config: SchedulerConfig, recorder: EventRecorder,
-                 table: NodeTable, *, metrics: SchedulerMetrics | None = None) -> None:
+                 table: NodeTable, *, metrics: SchedulerMetrics | None = None,
+                 waiting: WaitingRoom | None = None) -> None:
         self.client = client
+        # Pods held at a fragment's permit: a victim among them is rejected, not deleted.
+        self.waiting = waiting
         self.name = config.scheduler_name
         self.recorder = recorder
         self.metrics = metrics
@@ -278,6 +282,14 @@ class Preemptor:
                      "message": f"{preemptor.scheduler_name}: preempting to accommodate a "
                                 "higher priority pod"}
         path = api_path("v1", "pods", namespace=victim.namespace, name=victim.name)
+        if self.waiting is not None and self.waiting.preempted(
+                victim.uid, f"preempted by pod {preemptor.uid} on node {node}"):
+            # Not bound yet: its room is given back and it is scheduled again (as kube
+            # rejects a waiting victim instead of deleting it).
+            self.preempted += 1
+            log.info("preempted a pod waiting at permit", pod=victim.key,
+                     preemptor=preemptor.key, node=node)
+            return
         try:
             await self.client.patch_pod_status(victim.namespace, victim.name,
                                                {"status": {"conditions": [condition]}})

@@ -203,7 +203,8 @@ class Scheduler:
                                     on_delete=self._namespace_deleted)
         # kube's DefaultPreemption post-filter, and the nominations it leaves (None: disabled).
         self.preemptor = Preemptor(client, config, self.recorder, self.cache.table,
-                                   metrics=metrics) if config.preemption.enabled else None
+                                   metrics=metrics, waiting=self.permits) \
+            if config.preemption.enabled else None
         self.informers: tuple[Informer, ...] = (self._nodes, self._namespaces, self._pods)
         if self.preemptor is not None:
             self.informers += (self.preemptor.informer,)

@@ -159,6 +159,9 @@ class WaitingRoom:
         self.clock = clock
         self.on_release = on_release
         self._pods: dict[str, WaitingPod] = {}
+        # fragment -> its waiting text, until the room changes (every call of the fragment's
+        # stages is given it: built once per change, not once per call)
+        self._lines: dict[str, bytes] = {}
 
     def __len__(self) -> int:
         return len(self._pods)
@@ -172,6 +175,7 @@ class WaitingRoom:
         waiting = WaitingPod(pod, node, fragment, now, now + timeout,
                              asyncio.get_running_loop().create_future())
         self._pods[pod.uid] = waiting
+        self._lines.pop(fragment, None)
         return waiting
 
     async def wait(self, waiting: WaitingPod) -> tuple[WaitOutcome, str]:
@@ -187,6 +191,7 @@ class WaitingRoom:
         finally:
             if self._pods.get(waiting.pod.uid) is waiting:
                 del self._pods[waiting.pod.uid]
+                self._lines.pop(waiting.fragment, None)
             outcome = waiting.future.result()[0] if waiting.future.done() else "timeout"
             if not waiting.future.done():
                 waiting.future.cancel()
@@ -209,6 +214,11 @@ class WaitingRoom:
         """Refuse a pod waiting at ``fragment``'s permit; False when it is not waiting."""
         return self._end(uid, fragment, "reject", message)
 
+    def preempted(self, uid: str, message: str) -> bool:
+        """Refuse a waiting pod chosen as a preemption victim, whichever fragment holds it
+        (kube rejects a waiting victim rather than deleting it)."""
+        return self._end(uid, None, "reject", message)
+
     def gone(self, uid: str, message: str = "the pod was deleted") -> bool:
         """End the wait of a pod that was deleted, whichever fragment holds it."""
         return self._end(uid, None, "gone", message)
@@ -220,7 +230,11 @@ class WaitingRoom:
     def lines(self, fragment: str) -> bytes:
         """The ABI's ``waiting`` text for ``fragment``: one line per waiting pod,
         ``<uid> <namespace>/<name> <node> <k=v,k=v>``."""
-        return waiting_lines((w.pod, w.node) for w in self.of(fragment))
+        text = self._lines.get(fragment)
+        if text is None:
+            text = self._lines[fragment] = waiting_lines((w.pod, w.node)
+                                                         for w in self.of(fragment))
+        return text
 
 
 def waiting_lines(pods: Iterable[tuple[PodInfo, str]]) -> bytes:

@@ -295,3 +295,58 @@ def test_a_trapping_prefilter_meets_the_failure_policy(
         message = wait_for(lambda: condition(core, ns, "p"), what="the condition")
         assert message.startswith(f'fragment "{resource}" failed in prefilter: trap: ')
     assert calls(scheduler, resource, "prefilter", "trap") >= 1
+
+
+HOSTILE = Path(__file__).resolve().parents[2] / "fragments" / "hostile"
+
+
+def test_hostile_modules_for_the_new_stages_hurt_only_their_own_pods(
+        scheduler: SchedulerThread, core: client.CoreV1Api, custom: client.CustomObjectsApi,
+        store: Path, ns: str) -> None:
+    from pyscheduler.wasm.resource import GROUP, PLURAL, VERSION
+
+    # Refused at load, naming what is wrong.
+    for name, stages in (("stage-bad-signature", {"permit": {}}),
+                         ("unknown-stage-export", {"filter": {"mode": "extend"}})):
+        path = store / f"{name}.wasm"
+        path.write_bytes((HOSTILE / f"{name}.wasm").read_bytes())
+        custom.create_cluster_custom_object(GROUP, VERSION, PLURAL, {
+            "apiVersion": f"{GROUP}/{VERSION}", "kind": "WsspSchedulerConfiguration",
+            "metadata": {"name": f"{name}-v1.0.0"},
+            "spec": {"url": f"file://{path}", "stages": stages}})
+    statuses = {n: wait_for(lambda n=n: (st := custom.get_cluster_custom_object(
+        GROUP, VERSION, PLURAL, f"{n}-v1.0.0").get("status") or {}).get("phase") == "Failed"
+        and st, what=f"{n} Failed") for n in ("stage-bad-signature", "unknown-stage-export")}
+    assert "export wssp_permit must be a function (i32) -> (i32), not (i32, i32) -> (i32)" \
+        in statuses["stage-bad-signature"]["message"]
+    assert "unknown export wssp_permitt" in statuses["unknown-stage-export"]["message"]
+    # Loaded, and failing at call time: a prefilter that never returns, a prebind flooding
+    # its output, a postfilter naming a row that does not exist.
+    for name, stages in (("prefilter-loops", {"prefilter": {}}),
+                         ("prebind-flood", {"prebind": {"allowedLabels": ["a"]}}),
+                         ("postfilter-bad-row", {"postfilter": {}})):
+        path = store / f"{name}.wasm"
+        path.write_bytes((HOSTILE / f"{name}.wasm").read_bytes())
+        apply_fragment(custom, f"{name}-v1.0.0", path, stages,
+                       limits={"timeoutMilliseconds": 50})
+    make_pod(core, ns, "loops", "prefilter-loops-v1.0.0")
+    make_pod(core, ns, "flood", "prebind-flood-v1.0.0")
+    make_pod(core, ns, "badrow", "postfilter-bad-row-v1.0.0", cpu="10")
+    for i in range(5):
+        core.create_namespaced_pod(ns, {"metadata": {"name": f"plain{i}"}, "spec": {
+            "schedulerName": SCHEDULER, "containers": [{"name": "c", "image": "pause"}]}})
+    loops = wait_for(lambda: condition(core, ns, "loops"), what="loops condition")
+    assert loops.startswith('fragment "prefilter-loops-v1.0.0" failed in prefilter: ')
+    assert any(kind in loops for kind in ("fuel", "timeout"))
+    flood = wait_for(lambda: condition(core, ns, "flood"), what="flood condition")
+    assert flood.startswith('fragment "prebind-flood-v1.0.0" failed in prebind: output: ')
+    badrow = wait_for(lambda: condition(core, ns, "badrow"), what="badrow condition")
+    assert badrow.startswith('fragment "postfilter-bad-row-v1.0.0" failed in postfilter: '
+                             'output: ')
+    # Everyone else was scheduled meanwhile, and nothing holds room for the failed pods.
+    wait_for(lambda: all(core.read_namespaced_pod(f"plain{i}", ns).spec.node_name
+                         for i in range(5)), what="the plain pods bound")
+    assert core.read_namespaced_pod("flood", ns).spec.node_name is None
+    for name in ("loops", "flood", "badrow"):
+        core.delete_namespaced_pod(name, ns, grace_period_seconds=0)
+    wait_for(lambda: assumed(scheduler) == 0, what="no room kept")

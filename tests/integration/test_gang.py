@@ -139,3 +139,25 @@ def test_two_groups_competing_for_the_same_room_do_not_deadlock(
     assert notes
     wait_for(lambda: held_at_permit(scheduler) == 0, timeout=20, what="the loser not holding room")
     assert all(not name.startswith(loser) for name in bound(core, ns))
+
+
+def test_a_member_held_at_permit_is_preempted_by_rejection_not_deletion(
+        scheduler: SchedulerThread, core: client.CoreV1Api, ns: str) -> None:
+    scheduling = client.SchedulingV1Api(core.api_client)
+    if not any(pc.metadata.name == "gang-test-high"
+               for pc in scheduling.list_priority_class().items):
+        scheduling.create_priority_class({"metadata": {"name": "gang-test-high"},
+                                          "value": 1000})
+    for i in range(3):  # three of four: held at permit, one on each node
+        member(core, ns, f"w{i}", "trainer", 4, cpu="3")
+    wait_for(lambda: held_at_permit(scheduler) == 3, what="three members held")
+    core.create_namespaced_pod(ns, {"metadata": {"name": "urgent"}, "spec": {
+        "schedulerName": SCHEDULER, "priorityClassName": "gang-test-high", "containers": [
+            {"name": "c", "image": "pause", "resources": {"requests": {"cpu": "2"}}}]}})
+    wait_for(lambda: "urgent" in bound(core, ns), timeout=20, what="the urgent pod bound")
+    # The victim was not bound: it was rejected at permit (its group released with it) and
+    # stays a Pending pod, not deleted.
+    names = {p.metadata.name: p for p in core.list_namespaced_pod(ns).items}
+    assert {"w0", "w1", "w2"} <= set(names)
+    assert all(names[f"w{i}"].metadata.deletion_timestamp is None for i in range(3))
+    assert set(bound(core, ns)) == {"urgent"}

@@ -100,3 +100,20 @@ def test_the_waiting_lines_list_a_fragments_pods_with_their_labels() -> None:
     assert gang == b"uid-a ml/a n1 app=x,pod-group.wssp.io/name=g1\nuid-b ml/b n2 "
     assert other == b"uid-c ml/c n3 app=y"
     assert none == b""
+
+
+def test_the_waiting_lines_follow_the_room_as_pods_come_and_go() -> None:
+    async def body() -> list[bytes]:
+        room = WaitingRoom()
+        seen = [room.lines("gang")]
+        held = room.enter(pod("a"), "n1", "gang", 30)
+        seen.append(room.lines("gang"))
+        room.enter(pod("b"), "n2", "gang", 30)
+        seen.append(room.lines("gang"))
+        room.allow("gang", "uid-a")
+        await room.wait(held)
+        seen.append(room.lines("gang"))
+        return seen
+
+    assert asyncio.run(body()) == [b"", b"uid-a ml/a n1 ", b"uid-a ml/a n1 \nuid-b ml/b n2 ",
+                                   b"uid-b ml/b n2 "]

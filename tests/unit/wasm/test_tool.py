@@ -95,3 +95,68 @@ def test_every_stage_runs_offline_with_permit_holds_and_prebind_patches() -> Non
     assert refused.stages == ("permit: allow", "prebind: failed: output: label other is not "
                                                "allowed (spec.stages.prebind.allowedLabels: "
                                                "team)")
+
+
+def test_the_cli_runs_the_gang_example_offline_and_shows_the_permit_holds(
+        tmp_path: Any) -> None:
+    """``pyscheduler fragment test`` on the gang example: the first two members are held at
+    permit with the group's message, the third allows them all; the members of a group that
+    cannot complete are reported still held."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    import yaml
+
+    gang = Path(__file__).resolve().parents[3] / "fragments" / "examples" / "gang" / "gang.wasm"
+    cluster = tmp_path / "cluster.yaml"
+    cluster.write_text(yaml.safe_dump({"nodePools": [
+        {"name": "n", "count": 3, "cpu": "4", "memory": "8Gi"}]}))
+
+    def member(name: str, group: str, size: int) -> dict[str, Any]:
+        return {"apiVersion": "v1", "kind": "Pod", "metadata": {
+            "name": name, "namespace": "ml", "uid": f"uid-{name}",
+            "labels": {"pod-group.wssp.io/name": group},
+            "annotations": {"pod-group.wssp.io/min-member": str(size)}},
+            "spec": {"containers": [{"name": "c", "image": "x",
+                                     "resources": {"requests": {"cpu": "1"}}}]}}
+
+    pods = tmp_path / "pods.yaml"
+    pods.write_text(yaml.safe_dump_all(
+        [member(f"w{i}", "trainer", 3) for i in range(3)] + [member("solo", "pair", 2)]))
+    done = subprocess.run([sys.executable, "-m", "pyscheduler.cli", "fragment", "test",
+                           str(gang), "--cluster", str(cluster), "--pods", str(pods),
+                           "--fragment-config", '{"timeoutSeconds": 30}', "--json"],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    reports = {r["pod"]: r for r in __import__("json").loads(done.stdout)}
+    assert [reports[f"ml/w{i}"]["outcome"] for i in range(3)] == ["bound"] * 3
+    assert reports["ml/w0"]["stages"] == [
+        "prefilter: pass", "permit: wait 30s: waiting for pod group ml/trainer: 1 of 3 "
+                           "members reserved", "allowed"]
+    assert reports["ml/w2"]["stages"] == ["prefilter: pass", "permit: allow", "allows ml/w0",
+                                          "allows ml/w1"]
+    assert reports["ml/solo"]["outcome"] == "waiting"
+    text = subprocess.run([sys.executable, "-m", "pyscheduler.cli", "fragment", "test",
+                           str(gang), "--cluster", str(cluster), "--pods", str(pods)],
+                          capture_output=True, text=True, timeout=120).stdout
+    assert "pod ml/solo: -> " in text and "still held at permit" in text
+
+
+def test_publish_lists_the_stages_the_module_exports_with_the_prebind_allowlist() -> None:
+    from pathlib import Path
+
+    from pyscheduler.wasm.resource import StageSpec, parse_resource
+    from pyscheduler.wasm.tool import lifecycle_exports, module_exports, resource_body
+
+    gang = Path(__file__).resolve().parents[3] / "fragments" / "examples" / "gang" / "gang.wasm"
+    exports = module_exports(gang.read_bytes())
+    assert lifecycle_exports(exports) == ("prefilter", "postfilter", "unreserve", "permit")
+    body = resource_body("gang", "1.0.0", "s3://b/gang.wasm", "0" * 64, filter_mode=None,
+                         score_mode=None, weight=1, config=None, failure_policy="Fail",
+                         shadow=False, lifecycle=("permit", "prebind"),
+                         prebind=StageSpec("extend", allowed_labels=("example.com/*",)))
+    assert body["spec"]["stages"] == {
+        "permit": {}, "prebind": {"allowedLabels": ["example.com/*"]}}
+    spec = parse_resource(body)
+    assert set(spec.lifecycle) == {"permit", "prebind"} and spec.filter is None
