@@ -81,7 +81,7 @@ bench-scheduler: venv
 bench-fragments: venv
 	$(PY) hack/bench_fragments.py all --json bench-fragments.json
 	@if [ -x .venv310/bin/python ] || bash hack/test_wasmer.sh --co -q >/dev/null 2>&1; then \
-	  .venv310/bin/python hack/bench_fragments.py algorithm --runtime wasmer; fi
+	  .venv310/bin/python hack/bench_fragments.py algorithm stages --runtime wasmer; fi
 
 bench-bursting: venv
 	$(PY) hack/bench_bursting.py --pods 1000

@@ -7,6 +7,19 @@
   its own identical cache. Reports pods/s (overall, the best turn, and against the built-in),
   attempt latency, and per stage call the time inside the guest (the call included) and the
   host's own overhead (writing changed rows and the pod record, reading and checking outputs).
+* ``stages``: the wall time of one call of each stage at N nodes (median and p99 over
+  ``--calls`` calls, after a warm-up), through ``Fragment.call_sync`` (the host's whole path:
+  ``begin()`` writing the pod record and the changed rows, the call, the answer read and
+  checked), and the time in the guest (the call included). Each call is for a new pod, and the
+  pod of the previous call is assumed on a node in between, so one row changed since the
+  previous call, as when scheduling. filter and score: the default fragment. prefilter,
+  postfilter, permit and unreserve: the gang example in C and in AssemblyScript, with 0 and 100
+  pods of the called pod's group in the ``waiting`` text (then postfilter and unreserve write
+  100 ``reject`` commands; a permit that completes the group, 100 ``allow`` commands). Every
+  lifecycle stage: a minimal module (WAT, built here) that answers at once, the host's floor;
+  and, for comparison, the same calls awaited through ``Fragment.call`` with the product's
+  ``fragments.inlineCallMilliseconds`` (on the loop with wasmtime; wasmer has no deadline, so
+  there they go to the fragment's worker thread, as in the scheduler).
 * ``swap``: an embedded cluster and a scheduler; v1 of a fragment serves pods following its name
   while they are created, v2 is applied mid-way. Reports resource applied -> Ready (serving)
   and the attempts that failed during the swap.
@@ -15,12 +28,15 @@ Both runtimes: ``--runtime wasmer`` needs Python 3.10 (``make bench`` runs it fr
 that environment exists).
 
     python hack/bench_fragments.py algorithm --nodes 5000 --pods 3000
+    python hack/bench_fragments.py stages --nodes 5000 --calls 2000
     python hack/bench_fragments.py swap --pods 1000
+    python hack/bench_fragments.py algorithm stages --runtime wasmer
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
 import sys
 import time
@@ -39,9 +55,13 @@ from pyscheduler.framework.nodetable import node_info  # noqa: E402
 from pyscheduler.framework.pipeline import Pipeline, StageOverride  # noqa: E402
 from pyscheduler.framework.pod import pod_info  # noqa: E402
 from pyscheduler.plugins.registry import build_profile  # noqa: E402
+from pyscheduler.settings import FragmentsConfig  # noqa: E402
+from pyscheduler.wasm.abi import StageAnswer  # noqa: E402
 from pyscheduler.wasm.fragment import Fragment  # noqa: E402
 
 DEFAULT = ROOT / "pyscheduler" / "wasm" / "fragments" / "default-v1.0.0.wasm"
+GANG = {"C": ROOT / "fragments" / "examples" / "gang" / "gang.wasm",
+        "AssemblyScript": ROOT / "fragments" / "assemblyscript" / "examples" / "gang" / "gang.wasm"}
 
 
 def node_obj(i: int) -> dict[str, Any]:
@@ -216,27 +236,263 @@ def run_swap(pods: int) -> dict[str, Any]:
             "attempts": dict(attempts)}
 
 
+# -- stages: the per-call cost of each extension point ---------------------------------------------
+
+LIFECYCLE = ("prefilter", "postfilter", "reserve", "unreserve", "permit", "prebind", "postbind")
+GANG_STAGES = ("prefilter", "postfilter", "permit", "unreserve")
+ON_A_NODE = ("reserve", "unreserve", "permit", "prebind", "postbind")  # called with node_row
+GROUP_LABEL, MIN_ANNOTATION = "pod-group.wssp.io/name", "pod-group.wssp.io/min-member"
+#: Context fields of ABI minor 3 (fragments/ABI.md §4): answer, output, output_len.
+_ANSWER, _OUTPUT, _OUTPUT_LEN = 112, 144, 148
+_LABEL_LINE = "label example.com/tier=gold"
+
+
+def minimal_wat() -> str:
+    """A module exporting every lifecycle stage, each answering 0 at once (prebind with one
+    label command): what the host costs per call of each stage, the guest doing nothing."""
+    funcs = []
+    for stage in LIFECYCLE:
+        body = [f"(i32.store offset={_ANSWER} (local.get $ctx) (i32.const 0))"]
+        if stage == "prebind":
+            body += [f"(i32.store offset={_OUTPUT} (local.get $ctx) (i32.const 1024))",
+                     f"(i32.store offset={_OUTPUT_LEN} (local.get $ctx) "
+                     f"(i32.const {len(_LABEL_LINE)}))"]
+        funcs.append(f'(func (export "wssp_{stage}") (param $ctx i32) (result i32)\n  '
+                     + "\n  ".join(body) + "\n  (i32.const 0))")
+    return f"""
+(module
+  (memory (export "memory") 2)
+  (global $heap (mut i32) (i32.const 8192))
+  (data (i32.const 1024) "{_LABEL_LINE}")
+  (func (export "wssp_abi_v1") (result i32) (i32.const 3))
+  (func (export "wssp_alloc") (param $size i32) (result i32)
+    (local $ptr i32) (local $end i32)
+    (local.set $ptr (i32.and (i32.add (global.get $heap) (i32.const 7)) (i32.const -8)))
+    (local.set $end (i32.add (local.get $ptr) (local.get $size)))
+    (if (i32.gt_u (local.get $end) (i32.mul (memory.size) (i32.const 65536)))
+      (then (if (i32.lt_s (memory.grow (i32.add (i32.shr_u (i32.sub (local.get $end)
+                  (i32.mul (memory.size) (i32.const 65536))) (i32.const 16)) (i32.const 1)))
+                (i32.const 0)) (then (return (i32.const 0))))))
+    (global.set $heap (local.get $end))
+    (local.get $ptr))
+  (func (export "wssp_init") (param $ctx i32) (param i32 i32) (result i32) (i32.const 0))
+  {chr(10).join(funcs)}
+)"""
+
+
+def wat2wasm(text: str) -> bytes:
+    try:
+        import wasmtime
+        return bytes(wasmtime.wat2wasm(text))
+    except ImportError:  # a wasmer-only environment
+        import wasmer
+        return bytes(wasmer.wat2wasm(text))
+
+
+def gang_pod(i: int, min_member: int) -> dict[str, Any]:
+    obj = pod_obj(i, "trainer")
+    obj["metadata"]["labels"] = {GROUP_LABEL: "trainer", "app": "trainer"}
+    obj["metadata"]["annotations"] = {MIN_ANNOTATION: str(min_member)}
+    return obj
+
+
+def waiting_text(n: int, nodes: int) -> bytes:
+    """``n`` reserved members of the group bench/trainer, as the host lists pods waiting at a
+    fragment's permit: ``<uid> <namespace>/<name> <node> <labels>``."""
+    return "\n".join(
+        f"trainer-w{j} bench/trainer-w{j} node-{j % nodes} "
+        f"app=trainer,batch.kubernetes.io/job-completion-index={j},{GROUP_LABEL}=trainer"
+        for j in range(n)).encode()
+
+
+class _Stages:
+    """One node table (filled as the algorithm mode fills it) shared by every module measured:
+    each call is for a new pod, and that pod is assumed on a node after the call."""
+
+    def __init__(self, nodes: int, initial: int, calls: int, warmup: int) -> None:
+        self.nodes, self.calls, self.warmup = nodes, calls, warmup
+        self.cache = Cache()
+        for i in range(nodes):
+            self.cache.set_node(node_info(node_obj(i)))
+        for i in range(initial):
+            self.cache.add_pod(pod_info(pod_obj(i, "init", f"node-{i % nodes}")))
+        self.serial = 0
+
+    def _next(self, gang: int | None) -> tuple[Any, str, int]:
+        """A new pod (of the gang with that min-member, or a plain one), its node and row."""
+        self.serial += 1
+        i = self.serial
+        pod = pod_info(gang_pod(i, gang) if gang else pod_obj(i, "p"))
+        node = f"node-{i % self.nodes}"
+        return pod, node, self.cache.table.slots[node]
+
+    def _figures(self, totals: list[float], guest: list[float]) -> dict[str, Any]:
+        t, g = np.array(totals[self.warmup:]) * 1e6, np.array(guest[self.warmup:]) * 1e6
+        return {"median_us": float(np.median(t)), "p99_us": float(np.percentile(t, 99)),
+                "mean_us": float(t.mean()),
+                "guest_median_us": float(np.median(g)) if len(g) else None,
+                "calls": len(t)}
+
+    def filter_score(self, frag: Fragment) -> dict[str, dict[str, Any]]:
+        """The default fragment's filter then score call for each pod, as one cycle makes them."""
+        times: dict[str, list[float]] = {"filter": [], "score": []}
+        inside: dict[str, list[float]] = {"filter": [], "score": []}
+        for _ in range(self.calls + self.warmup):
+            pod, node, _ = self._next(None)
+            ctx = CycleContext.for_pod(pod, self.cache.table)
+            guest = frag.prepare(self.cache.table)
+            g0, t0 = guest.guest_seconds, time.perf_counter()
+            verdict = frag.filter(ctx)
+            g1, t1 = guest.guest_seconds, time.perf_counter()
+            feasible = verdict.passed if verdict.passed is not None else \
+                self.cache.table.valid[: self.cache.table.n]
+            frag.score(ctx, feasible)
+            g2, t2 = guest.guest_seconds, time.perf_counter()
+            times["filter"].append(t1 - t0)
+            times["score"].append(t2 - t1)
+            inside["filter"].append(g1 - g0)
+            inside["score"].append(g2 - g1)
+            self.cache.assume(pod, node)
+        return {s: self._figures(times[s], inside[s]) for s in times}
+
+    def lifecycle(self, frag: Fragment, stage: str, waiting: bytes, gang: int | None,
+                  ) -> dict[str, Any]:
+        """``stage`` through call_sync, a new pod each call."""
+        totals, inside = [], []
+        answer: StageAnswer | None = None
+        for _ in range(self.calls + self.warmup):
+            pod, node, row = self._next(gang)
+            ctx = CycleContext.for_pod(pod, self.cache.table)
+            guest = frag.prepare(self.cache.table)
+            g0, t0 = guest.guest_seconds, time.perf_counter()
+            answer = frag.call_sync(stage, ctx, node_row=row if stage in ON_A_NODE else None,
+                                    waiting=waiting, cause=3 if stage == "unreserve" else 0)
+            totals.append(time.perf_counter() - t0)
+            inside.append(guest.guest_seconds - g0)
+            self.cache.assume(pod, node)
+        out = self._figures(totals, inside)
+        if answer is not None:
+            out["answer"] = answer.code
+            out["commands"] = len(answer.commands)
+        return out
+
+    def awaited(self, frag: Fragment, stages: tuple[str, ...]) -> dict[str, dict[str, Any]]:
+        """Each of ``stages`` awaited through Fragment.call, as the scheduler makes the calls
+        after filtering, with the product's inline bound; all on one event loop."""
+        frag.inline_seconds = FragmentsConfig().inline_call_seconds
+        totals: dict[str, list[float]] = {stage: [] for stage in stages}
+
+        async def run() -> None:
+            for stage in stages:
+                for _ in range(self.calls + self.warmup):
+                    pod, node, row = self._next(None)
+                    ctx = CycleContext.for_pod(pod, self.cache.table)
+                    t0 = time.perf_counter()
+                    result = await frag.call(
+                        stage, ctx, node_row=row if stage in ON_A_NODE else None,
+                        cause=3 if stage == "unreserve" else 0)
+                    totals[stage].append(time.perf_counter() - t0)
+                    if not isinstance(result, StageAnswer):
+                        raise RuntimeError(f"{stage}: {result}")
+                    self.cache.assume(pod, node)
+        try:
+            asyncio.run(run())
+        finally:
+            frag.stop()
+        path = "worker thread" if frag.offloaded or not frag.prepare(
+            self.cache.table).instance.deadlines else "inline"
+        out = {}
+        for stage in stages:
+            out[stage] = self._figures(totals[stage], [])
+            out[stage]["path"] = path
+        return out
+
+
+def run_stages(nodes: int, initial: int, calls: int, runtime: str,
+               warmup: int = 50) -> list[dict[str, Any]]:
+    bench = _Stages(nodes, initial, calls, warmup)
+    table = bench.cache.table
+    rows: list[dict[str, Any]] = []
+
+    def row(stage: str, module: str, waiting: int | None, figures: dict[str, Any],
+            path: str = "call_sync") -> None:
+        rows.append({"scenario": f"stage {stage} / {module}"
+                                 + (f" / {waiting} waiting" if waiting is not None else "")
+                                 + f" / {path} ({nodes} nodes, {runtime})",
+                     "stage": stage, "module": module, "waiting": waiting, "path": path,
+                     **figures})
+
+    default = Fragment.load(DEFAULT.read_bytes(), name="default", runtime=runtime, table=table)
+    for stage, figures in bench.filter_score(default).items():
+        row(stage, "default fragment", None, figures)
+
+    minimal_wasm = wat2wasm(minimal_wat())
+    minimal = Fragment.load(minimal_wasm, name="minimal", filter=False, score=False,
+                            runtime=runtime, table=table)
+    texts = {n: waiting_text(n, nodes) for n in (0, 100)}
+    for stage in LIFECYCLE:
+        for n in (0, 100) if stage != "prebind" else (0,):  # prebind is given no waiting pods
+            row(stage, "minimal (WAT)", n, bench.lifecycle(minimal, stage, texts[n], None))
+
+    for build, path in GANG.items():
+        frag = Fragment.load(path.read_bytes(), name=f"gang-{build}", filter=False,
+                             score=False, runtime=runtime, table=table)
+        for stage in GANG_STAGES:
+            for n in (0, 100):
+                # min-member 128: the group is still assembling (permit waits)
+                row(stage, f"gang ({build})", n, bench.lifecycle(frag, stage, texts[n], 128))
+        # the member that completes the group: permit allows the 100 waiting ones
+        row("permit", f"gang ({build}), completing the group", 100,
+            bench.lifecycle(frag, "permit", texts[100], 101))
+
+    awaited = Fragment.load(minimal_wasm, name="minimal-awaited", filter=False, score=False,
+                            runtime=runtime, table=table)
+    for stage, figures in bench.awaited(awaited, LIFECYCLE).items():
+        row(stage, "minimal (WAT)", 0, figures, f"awaited Fragment.call ({figures.pop('path')})")
+    return rows
+
+
+def print_stages(rows: list[dict[str, Any]]) -> None:
+    """The per-call figures as one table."""
+    print(f"\n== per-call cost of fragment stages ({rows[0]['scenario'].rsplit('(', 1)[1]}")
+    print(f"  {'stage':10s} {'module':42s} {'waiting':>7s}  {'median µs':>9s} {'p99 µs':>8s} "
+          f"{'mean µs':>8s} {'guest µs':>8s}  path")
+    for r in rows:
+        waiting = "–" if r["waiting"] is None else str(r["waiting"])
+        guest = "–" if r.get("guest_median_us") is None else f"{r['guest_median_us']:.1f}"
+        extra = f"  (answer {r['answer']}, {r['commands']} commands)" if r.get("commands") else ""
+        print(f"  {r['stage']:10s} {r['module']:42s} {waiting:>7s}  {r['median_us']:9.1f} "
+              f"{r['p99_us']:8.1f} {r['mean_us']:8.1f} {guest:>8s}  {r['path']}{extra}")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("mode", choices=["algorithm", "swap", "all"])
+    parser.add_argument("mode", nargs="+", choices=["algorithm", "stages", "swap", "all"])
     parser.add_argument("--nodes", type=int, default=5000)
     parser.add_argument("--initial", type=int, default=1000)
     parser.add_argument("--pods", type=int, default=3000)
+    parser.add_argument("--calls", type=int, default=2000,
+                        help="stages: timed calls per stage and module (after 50 warm-up calls)")
     parser.add_argument("--runtime", default="wasmtime", choices=["wasmtime", "wasmer"])
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
+    modes = {"algorithm", "stages", "swap"} if "all" in args.mode else set(args.mode)
     results = []
-    if args.mode in ("algorithm", "all"):
+    if "algorithm" in modes:
         results.extend(run_algorithm(args.nodes, args.initial, args.pods, args.runtime))
-    if args.mode in ("swap", "all"):
+    stages = run_stages(args.nodes, args.initial, args.calls, args.runtime) \
+        if "stages" in modes else []
+    if "swap" in modes:
         results.append(run_swap(min(args.pods, 1000)))
     for r in results:
         print(f"\n== {r['scenario']}")
         for k, v in r.items():
             if k != "scenario":
                 print(f"  {k:32s} {json.dumps(v) if isinstance(v, dict) else round(v, 3)}")
+    if stages:
+        print_stages(stages)
     if args.json:
-        args.json.write_text(json.dumps(results, indent=2))
+        args.json.write_text(json.dumps(results + stages, indent=2))
     return 0
 
 

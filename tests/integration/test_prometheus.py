@@ -51,6 +51,7 @@ from pyscheduler_sim.cloud import PoolSpec as CloudPool
 from pyscheduler.virtual.types import ContainerSpec, InstanceRequest
 from pyscheduler.wasm.resource import CRD_PATH, GROUP, PLURAL, VERSION
 from tests.conftest import KUBECTL, SchedulerThread, free_port, wait_for
+from tests.fragment_cluster import apply_fragment
 from tests.integration.test_fragments import publish, status, uniform_wat, wat_bytes
 
 REPO = Path(__file__).resolve().parents[2]
@@ -283,6 +284,25 @@ def run_workload(s: Stack, store: Path, custom: client.CustomObjectsApi) -> None
         core.create_namespaced_pod(NS, pod(f"small-{i}"))
     wait_for(lambda: bound(core, "small-") == 4, timeout=20, what="the small pods to bind")
 
+    # Pod groups through the gang example: a group's first member waits at permit until the
+    # second is reserved, then both bind (permit waits that end in Success). Two groups, the
+    # second once Prometheus has the histogram's series, so that its rate is visible.
+    gang = store / "gang-v1.0.0.wasm"
+    gang.write_bytes((REPO / "fragments" / "examples" / "gang" / "gang.wasm").read_bytes())
+    apply_fragment(custom, "gang-v1.0.0", gang, {
+        "prefilter": {}, "postfilter": {"mode": "replace"}, "permit": {}, "unreserve": {}},
+        failurePolicy="Fail")
+    for group in ("a", "b"):
+        for i in range(2):
+            core.create_namespaced_pod(NS, pod(
+                f"gang-{group}-{i}", "10m", labels={"pod-group.wssp.io/name": group},
+                annotations={"wssp/schedulefragment": "gang-v1.0.0",
+                             "pod-group.wssp.io/min-member": "2"}))
+        wait_for(lambda g=group: bound(core, f"gang-{g}-") == 2,  # type: ignore[misc]
+                 timeout=20, what=f"pod group {group} to bind")
+        wait_for(lambda: s.prometheus.query(
+            'scheduler_permit_wait_duration_seconds_count{result="Success"}'),
+            timeout=20, what="Prometheus to scrape the permit waits")
     # Fill the real nodes (2 x 4 cpu) so that 1-cpu pods fit nowhere, then burst six.
     for i in range(6):
         core.create_namespaced_pod(NS, pod(f"filler-{i}", "1"))
