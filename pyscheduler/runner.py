@@ -23,7 +23,8 @@ from __future__ import annotations
 
 import asyncio
 import base64
-from typing import Any
+import gc
+from typing import TYPE_CHECKING, Any
 
 import structlog
 
@@ -34,13 +35,14 @@ from pyscheduler.kube.leader import LeaderElector
 from pyscheduler.kube.tasks import Supervisor, bounded, cancel_and_wait
 from pyscheduler.metrics import HealthServer, SchedulerMetrics
 from pyscheduler.scheduler import Scheduler
-from pyscheduler.virtual.cloud import HttpCloudAdapter
-from pyscheduler.virtual.node import PoolConfig, VirtualNodeManager
-from pyscheduler.virtual.provider import VirtualPodProvider
-from pyscheduler.virtual.rebalancer import Rebalancer
-from pyscheduler.virtual.refusals import RefusalHandler
 from pyscheduler.wasm.manager import FragmentManager
 from pyscheduler.wasm.storage import StorageConfig
+
+if TYPE_CHECKING:
+    from pyscheduler.virtual.cloud import HttpCloudAdapter
+    from pyscheduler.virtual.node import VirtualNodeManager
+    from pyscheduler.virtual.provider import VirtualPodProvider
+    from pyscheduler.virtual.rebalancer import Rebalancer
 
 __all__ = ["SchedulerApp"]
 
@@ -51,8 +53,14 @@ STOP_STEP_SECONDS = 3.0
 
 
 class SchedulerApp:
-    def __init__(self, config: SchedulerConfig, client: KubeClient) -> None:
+    def __init__(self, config: SchedulerConfig, client: KubeClient, *,
+                 freeze_heap: bool = False) -> None:
+        """``freeze_heap``: the process is this scheduler's own (``pyscheduler run``); once
+        the informers have synced, what the initial lists built lives as long as the process
+        (the caches of every node and pod) and is moved out of the garbage collector's way
+        (``gc.freeze``: full collections no longer walk it)."""
         self.config = config
+        self.freeze_heap = freeze_heap
         self.client = client
         self.metrics = SchedulerMetrics(profile=config.scheduler_name)
         vn = config.virtual_nodes
@@ -86,6 +94,13 @@ class SchedulerApp:
             self._wire_virtual_nodes()
 
     def _wire_virtual_nodes(self) -> None:
+        # Imported here: most schedulers run without cloud pools, and start faster without.
+        from pyscheduler.virtual.cloud import HttpCloudAdapter
+        from pyscheduler.virtual.node import PoolConfig, VirtualNodeManager
+        from pyscheduler.virtual.provider import VirtualPodProvider
+        from pyscheduler.virtual.rebalancer import Rebalancer
+        from pyscheduler.virtual.refusals import RefusalHandler
+
         vn = self.config.virtual_nodes
         metrics = self.metrics
 
@@ -137,6 +152,8 @@ class SchedulerApp:
         informers = self.scheduler.start_informers()
         self.supervisor.watch_all(self.scheduler.tasks)
         await informers
+        if self.freeze_heap:
+            gc.freeze()
         await self.fragments.start()
         self.supervisor.watch_all(self.fragments.tasks)
         le = self.config.leader_election

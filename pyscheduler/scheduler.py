@@ -82,7 +82,7 @@ from pyscheduler.kube.errors import (
     is_retryable,
 )
 from pyscheduler.kube.events import EventRecorder
-from pyscheduler.kube.informer import Informer
+from pyscheduler.kube.informer import Informer, drop_managed_fields
 from pyscheduler.metrics import AttemptResult, SchedulerMetrics
 from pyscheduler.plugins.default_preemption import PreemptionResult
 from pyscheduler.plugins.registry import build_profiles
@@ -129,6 +129,9 @@ class PlacementObserver(Protocol):
     def steer(self, pod: PodInfo) -> str | None:
         """Just before ``pod`` is scheduled: the node reserved for it (the replacement of a pod
         the rebalancer evicted), its reservation released; None for any other pod."""
+
+
+_NO_NOMINEES = contextlib.nullcontext()
 
 
 def _scheduled_condition(pod: Obj) -> Obj | None:
@@ -191,10 +194,10 @@ class Scheduler:
         self._attempts: set[asyncio.Task[None]] = set()  # attempts awaiting a fragment
         self._housekeeping_task: asyncio.Task[None] | None = None
         self._pods = Informer(client, api_path("v1", "pods"), name="pods",
-                              on_add=self._pod_added,
+                              on_add=self._pod_added, transform=drop_managed_fields,
                               on_update=self._pod_updated, on_delete=self._pod_deleted)
         self._nodes = Informer(client, api_path("v1", "nodes"), name="nodes",
-                               on_add=self._node_set,
+                               transform=drop_managed_fields, on_add=self._node_set,
                                on_update=lambda old, new: self._node_set(new, old),
                                on_delete=self._node_deleted)
         self._namespaces = Informer(client, api_path("v1", "namespaces"), name="namespaces",
@@ -298,13 +301,19 @@ class Scheduler:
     def _pod_updated(self, old: Obj, new: Obj) -> None:
         spec = new.get("spec") or {}
         node = spec.get("nodeName")
-        if node and old.get("spec") == spec and not _finished(new) and self._is_virtual(node) \
-                and not self.cache.is_assumed(str((new.get("metadata") or {}).get("uid"))):
-            # Status or metadata of a pod already counted on its virtual node (the provider
-            # reporting its instance): nothing to count again, nothing to parse.
-            if self.observer is not None:
-                self.observer.pod_seen(new)
-            return
+        if node and old.get("spec") == spec and not _finished(new):
+            uid = str((new.get("metadata") or {}).get("uid"))
+            if self._is_virtual(node):
+                if not self.cache.is_assumed(uid):
+                    # Status or metadata of a pod already counted on its virtual node (the
+                    # provider reporting its instance): nothing to count again, nothing to parse.
+                    if self.observer is not None:
+                        self.observer.pod_seen(new)
+                    return
+            elif self.cache.refresh(uid, node, new):
+                # A status write of a pod counted on its node (the kubelet starting it): most
+                # updates a cluster sends, and nothing the cache counts changed.
+                return
         self._pod_added(new)
 
     def _pod_deleted(self, obj: Obj) -> None:
@@ -542,8 +551,8 @@ class Scheduler:
 
     def _nominees(self, pod: PodInfo) -> contextlib.AbstractContextManager[None]:
         """The table with the nominations that count for ``pod`` (only), within the block."""
-        if self.preemptor is None:
-            return contextlib.nullcontext()
+        if self.preemptor is None or not self.preemptor.nominations:
+            return _NO_NOMINEES  # nothing to count or take off: most attempts
         return self.preemptor.counting_nominees(self.cache.table, pod)
 
     def _decide_now(self, entry: QueuedPod, ctx: CycleContext, selection: Selection,

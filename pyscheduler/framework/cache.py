@@ -21,6 +21,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from typing import Any
 
 from pyscheduler.framework.nodetable import NodeInfo, NodeTable
 from pyscheduler.framework.pod import PodInfo
@@ -111,6 +112,27 @@ class Cache:
                 or state.pod.labels != labels:
             return False
         state.assumed = False
+        return True
+
+    def refresh(self, uid: str, node: str, obj: dict[str, Any]) -> bool:
+        """A new version of a pod counted on ``node`` whose spec is unchanged (a status
+        write: the kubelet's, a condition): when its labels and annotations are as counted
+        too, only its phase and raw object change, nothing to parse or re-count. False when
+        that is not the case (the caller then adds the pod as seen)."""
+        state = self.pods.get(uid)
+        if state is None or state.assumed or state.node != node:
+            return False
+        pod = state.pod
+        meta = obj.get("metadata") or {}
+        if pod.node_name != node or bool(meta.get("deletionTimestamp")) != pod.deleting \
+                or (meta.get("labels") or {}) != pod.labels \
+                or (meta.get("annotations") or {}) != pod.annotations:
+            return False
+        phase = (obj.get("status") or {}).get("phase") or "Pending"
+        if not isinstance(phase, str) or phase in ("Succeeded", "Failed"):
+            return False
+        pod.phase = phase
+        pod.raw = dict(obj)
         return True
 
     def is_assumed(self, uid: str) -> bool:

@@ -364,6 +364,10 @@ class NodeTable:
         self._image_slots: list[array.array[int]] = []
         self._image_rows: list[npt.NDArray[np.intp] | None] = []
         self._free_image_ids: list[int] = []
+        # Rows listing an image at another size than the index keeps (another node's, listed
+        # first): kube re-adds a node's images on every update, even an unchanged one, so
+        # such a row, once it is an image's only holder, gives the image its own size then.
+        self._image_size_differs: set[int] = set()
         self.node_images: list[array.array[int]] = []
 
     # -- shape ---------------------------------------------------------------------------------
@@ -488,7 +492,7 @@ class NodeTable:
                 if mask is None:
                     mask = self.taint_index[t] = np.zeros(self.capacity, np.bool_)
                 mask[slot] = True
-        if old is None or old.images != info.images:
+        if old is None or old.images != info.images or slot in self._image_size_differs:
             self._index_images(slot, info.images)
         self._touch(slot)
         return slot
@@ -517,11 +521,14 @@ class NodeTable:
         before and after: such a name keeps its size unless this node is its only holder, in
         which case kube drops and re-creates it with the node's new size."""
         old_ids = self.node_images[slot]
+        self._image_size_differs.discard(slot)
         if not old_ids and not images:
             return
         before = set(old_ids)
         listed: set[int] = set()
-        ids, holders, rows = self._image_ids, self._image_slots, self._image_rows
+        ids, holders, rows, sizes = (self._image_ids, self._image_slots, self._image_rows,
+                                     self._image_sizes)
+        differs = False
         for name, size in images:
             i = ids.get(name)
             if i is None:
@@ -530,15 +537,19 @@ class NodeTable:
                 continue  # a name given twice: the first one counts
             elif i in before:
                 if len(holders[i]) == 1:
-                    self._image_sizes[i] = size
+                    sizes[i] = size
                 listed.add(i)
+                differs = differs or sizes[i] != size
                 continue
+            differs = differs or sizes[i] != size
             listed.add(i)
             holders[i].append(slot)
             rows[i] = None
         for i in before - listed:
             self._drop_image(i, slot)
         self.node_images[slot] = array.array("i", listed)
+        if differs:
+            self._image_size_differs.add(slot)
 
     def _new_image(self, name: str, size: int) -> int:
         if self._free_image_ids:

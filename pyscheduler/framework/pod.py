@@ -31,6 +31,10 @@ from pyscheduler.api.problems import InputError
 from pyscheduler.api.labels import LabelSelector, SelectorError, label_selector_from_dict
 from pyscheduler.api.quantity import QuantityError, milli_value, parse_quantity, value
 
+#: What ``isinstance`` tests for an object: dict first, which every decoded object is and
+#: which it answers at once (the Mapping ABC alone costs a lookup through its registry).
+_MAPPING = (dict, Mapping)
+
 __all__ = [
     "DEFAULT_MEMORY_REQUEST",
     "DEFAULT_MILLI_CPU_REQUEST",
@@ -199,10 +203,10 @@ def _claims(spec: Obj, pod_name: str) -> tuple[str, ...]:
     """The claim names of the pod's ``persistentVolumeClaim`` and ``ephemeral`` volumes."""
     out: list[str] = []
     for volume in spec.get("volumes") or ():
-        if not isinstance(volume, Mapping):
+        if not isinstance(volume, _MAPPING):
             continue
         source = volume.get("persistentVolumeClaim")
-        if isinstance(source, Mapping) and source.get("claimName"):
+        if isinstance(source, _MAPPING) and source.get("claimName"):
             out.append(str(source["claimName"]))
         elif isinstance(volume.get("ephemeral"), Mapping):
             out.append(f"{pod_name}-{volume.get('name', '')}")
@@ -225,7 +229,7 @@ def _images(spec: Obj) -> tuple[str, ...]:
     for key in ("initContainers", "containers"):
         containers = spec.get(key)
         for c in containers if isinstance(containers, list) else ():
-            image = c.get("image") if isinstance(c, Mapping) else None
+            image = c.get("image") if isinstance(c, _MAPPING) else None
             out.append(normalized_image_name(image if isinstance(image, str) else ""))
     return tuple(out)
 
@@ -241,7 +245,7 @@ def _resource_list(rl: Any, where: str, problems: list[str]) -> dict[str, int]:
     out: dict[str, int] = {}
     if rl is None:
         return out
-    if not isinstance(rl, Mapping):
+    if not isinstance(rl, _MAPPING):
         problems.append(f"{where}: must be a map of resource name to quantity")
         return out
     for name, raw in rl.items():
@@ -279,11 +283,11 @@ def _max(into: dict[str, int], other: Mapping[str, int]) -> None:
 
 
 def _container_requests(c: Any, where: str, problems: list[str]) -> dict[str, int]:
-    if not isinstance(c, Mapping):
+    if not isinstance(c, _MAPPING):
         problems.append(f"{where}: must be an object")
         return {}
     resources = c.get("resources") or {}
-    if not isinstance(resources, Mapping):
+    if not isinstance(resources, _MAPPING):
         problems.append(f"{where}.resources: must be an object")
         return {}
     requests = _resource_list(resources.get("requests"), f"{where}.resources.requests",
@@ -310,11 +314,15 @@ def _pod_requests(spec: Obj, problems: list[str]) -> tuple[dict[str, int], int, 
         # explicit zero (GetNonzeroRequestForResource).
         nonzero_cpu += req["cpu"] if "cpu" in req else DEFAULT_MILLI_CPU_REQUEST
         nonzero_mem += req["memory"] if "memory" in req else DEFAULT_MEMORY_REQUEST
+    if not spec.get("initContainers") and spec.get("overhead") is None \
+            and all(amount <= MAX_QUANTITY for amount in total.values()):
+        # Most pods: nothing below applies (no init containers, no overhead, no overflow).
+        return total, min(nonzero_cpu, MAX_QUANTITY), min(nonzero_mem, MAX_QUANTITY)
     init_max: dict[str, int] = {}
     sidecars: dict[str, int] = {}
     for i, c in enumerate(spec.get("initContainers") or []):
         req = _container_requests(c, f"spec.initContainers[{i}]", problems)
-        if isinstance(c, Mapping) and c.get("restartPolicy") == "Always":
+        if isinstance(c, _MAPPING) and c.get("restartPolicy") == "Always":
             _add(sidecars, req)
             _max(init_max, sidecars)
         else:
@@ -346,7 +354,7 @@ def _requirements(items: Any, where: str, problems: list[str],
     out = []
     for i, r in enumerate(items or ()):
         path = f"{where}[{i}]"
-        if not isinstance(r, Mapping):
+        if not isinstance(r, _MAPPING):
             problems.append(f"{path}: must be an object")
             continue
         op = r.get("operator")
@@ -389,7 +397,7 @@ def node_term(term: Any, where: str, problems: list[str]) -> NodeSelectorTerm | 
 
 
 def _node_term(term: Any, where: str, problems: list[str]) -> NodeSelectorTerm | None:
-    if not isinstance(term, Mapping):
+    if not isinstance(term, _MAPPING):
         problems.append(f"{where}: must be an object")
         return None
     return NodeSelectorTerm(
@@ -400,7 +408,7 @@ def _node_term(term: Any, where: str, problems: list[str]) -> NodeSelectorTerm |
 def _tolerations(items: Any, problems: list[str]) -> tuple[Toleration, ...]:
     out = []
     for i, t in enumerate(items or ()):
-        if not isinstance(t, Mapping):
+        if not isinstance(t, _MAPPING):
             problems.append(f"spec.tolerations[{i}]: must be an object")
             continue
         op = t.get("operator") or "Equal"
@@ -420,12 +428,12 @@ def _host_ports(spec: Obj) -> tuple[HostPort, ...]:
     host port to the container port)."""
     out = []
     running = [c for c in spec.get("initContainers") or ()
-               if isinstance(c, Mapping) and c.get("restartPolicy") == "Always"]
-    running += [c for c in spec.get("containers") or () if isinstance(c, Mapping)]
+               if isinstance(c, _MAPPING) and c.get("restartPolicy") == "Always"]
+    running += [c for c in spec.get("containers") or () if isinstance(c, _MAPPING)]
     host_network = bool(spec.get("hostNetwork"))
     for c in running:
         for p in c.get("ports") or ():
-            if not isinstance(p, Mapping):
+            if not isinstance(p, _MAPPING):
                 continue
             port = p.get("hostPort") or (p.get("containerPort") if host_network else None)
             if port:
@@ -447,7 +455,7 @@ def _selector(sel: Any, where: str, problems: list[str]) -> tuple[LabelSelector,
 
 def _with_match_label_keys(sel: Any, keys: Any, labels: Mapping[str, str]) -> Any:
     """matchLabelKeys: the pod's own values for those keys are ANDed into the selector."""
-    if not keys or not isinstance(sel, Mapping):
+    if not keys or not isinstance(sel, _MAPPING):
         return sel
     merged = dict(sel)
     exprs = list(merged.get("matchExpressions") or [])
@@ -463,7 +471,7 @@ def _spread(spec: Obj, labels: Mapping[str, str], problems: list[str]
     out = []
     for i, c in enumerate(spec.get("topologySpreadConstraints") or ()):
         where = f"spec.topologySpreadConstraints[{i}]"
-        if not isinstance(c, Mapping):
+        if not isinstance(c, _MAPPING):
             problems.append(f"{where}: must be an object")
             continue
         skew = c.get("maxSkew")
@@ -499,7 +507,7 @@ def _affinity_terms(items: Any, where: str, namespace: str, labels: Mapping[str,
     out = []
     for i, raw in enumerate(items or ()):
         path = f"{where}[{i}]"
-        if not isinstance(raw, Mapping):
+        if not isinstance(raw, _MAPPING):
             problems.append(f"{path}: must be an object")
             continue
         weight = 0
@@ -554,12 +562,12 @@ def _pod_info(obj: Obj) -> PodInfo:
     meta = obj.get("metadata") or {}
     spec = obj.get("spec") or {}
     status = obj.get("status") or {}
-    if not isinstance(meta, Mapping) or not isinstance(spec, Mapping):
+    if not isinstance(meta, _MAPPING) or not isinstance(spec, _MAPPING):
         raise PodSpecError(["metadata and spec must be objects"])
     labels = dict(meta.get("labels") or {})
     requests, nonzero_cpu, nonzero_mem = _pod_requests(spec, problems)
     node_selector = spec.get("nodeSelector") or {}
-    if not isinstance(node_selector, Mapping):
+    if not isinstance(node_selector, _MAPPING):
         problems.append("spec.nodeSelector: must be a map")
         node_selector = {}
     affinity = spec.get("affinity") or {}
@@ -577,7 +585,7 @@ def _pod_info(obj: Obj) -> PodInfo:
     preferred = []
     for i, p in enumerate(node_aff.get("preferredDuringSchedulingIgnoredDuringExecution") or ()):
         where = f"spec.affinity.nodeAffinity.preferred[{i}]"
-        weight = p.get("weight") if isinstance(p, Mapping) else None
+        weight = p.get("weight") if isinstance(p, _MAPPING) else None
         if not isinstance(weight, int) or not 1 <= weight <= 100:
             problems.append(f"{where}.weight: must be an integer from 1 to 100")
             continue
@@ -640,20 +648,20 @@ NOT_STARTED = "~"
 def start_time(pod: PodInfo) -> str:
     """``status.startTime`` (RFC 3339, comparable as text), or :data:`NOT_STARTED`."""
     status = pod.raw.get("status")
-    value = status.get("startTime") if isinstance(status, Mapping) else None
+    value = status.get("startTime") if isinstance(status, _MAPPING) else None
     return value if isinstance(value, str) and value else NOT_STARTED
 
 
 def preempts_never(pod: PodInfo) -> bool:
     """``spec.preemptionPolicy: Never``: the pod waits rather than evict anyone."""
     spec = pod.raw.get("spec")
-    return isinstance(spec, Mapping) and spec.get("preemptionPolicy") == "Never"
+    return isinstance(spec, _MAPPING) and spec.get("preemptionPolicy") == "Never"
 
 
 def nominated_node(pod: PodInfo) -> str:
     """``status.nominatedNodeName``: the node a preemption made room on for this pod."""
     status = pod.raw.get("status")
-    value = status.get("nominatedNodeName") if isinstance(status, Mapping) else None
+    value = status.get("nominatedNodeName") if isinstance(status, _MAPPING) else None
     return value if isinstance(value, str) else ""
 
 
@@ -664,8 +672,8 @@ def terminating_by_preemption(pod: PodInfo) -> bool:
     if not pod.deleting:
         return False
     status = pod.raw.get("status")
-    for condition in (status.get("conditions") or ()) if isinstance(status, Mapping) else ():
-        if isinstance(condition, Mapping) and condition.get("type") == "DisruptionTarget":
+    for condition in (status.get("conditions") or ()) if isinstance(status, _MAPPING) else ():
+        if isinstance(condition, _MAPPING) and condition.get("type") == "DisruptionTarget":
             return condition.get("status") == "True" and \
                 condition.get("reason") == "PreemptionByScheduler"
     return False

@@ -24,6 +24,7 @@ from __future__ import annotations
 import asyncio
 import heapq
 import itertools
+import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -214,10 +215,7 @@ class SchedulingQueue:
                 raise asyncio.CancelledError("scheduling queue closed")
             wait = self._flush()
             self._wake.clear()
-            try:
-                await asyncio.wait_for(self._wake.wait(), wait if wait is not None else 1.0)
-            except asyncio.TimeoutError:
-                pass
+            await _wait_set(self._wake, wait if wait is not None else 1.0)
 
     def done(self, uid: str) -> None:
         """The pod was scheduled (assumed): it leaves the queue."""
@@ -254,6 +252,23 @@ class SchedulingQueue:
     def close(self) -> None:
         self.closed = True
         self._wake.set()
+
+
+async def _wait_set(event: asyncio.Event, seconds: float) -> None:
+    """Wait until ``event`` is set or ``seconds`` have passed. With ``asyncio.timeout``
+    (3.11) rather than ``wait_for``: no task per wait, and the loop waits for most pods while
+    they are being created."""
+    if sys.version_info >= (3, 11):
+        try:
+            async with asyncio.timeout(seconds):
+                await event.wait()
+        except TimeoutError:
+            pass
+        return
+    try:  # pragma: no cover - Python 3.10
+        await asyncio.wait_for(event.wait(), seconds)
+    except asyncio.TimeoutError:  # pragma: no cover
+        pass
 
 
 def _spec_changed(old: PodInfo, new: PodInfo) -> bool:

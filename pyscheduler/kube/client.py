@@ -32,7 +32,9 @@ from __future__ import annotations
 
 import asyncio
 import builtins
+import contextlib
 import os
+import re
 import ssl
 import time
 from collections.abc import AsyncGenerator, Callable, Mapping
@@ -42,6 +44,7 @@ from typing import Any, Literal
 import aiohttp
 import orjson
 import structlog
+import yarl
 
 from pyscheduler import __version__
 from pyscheduler.kube.errors import (
@@ -65,6 +68,8 @@ __all__ = [
 log = structlog.get_logger("pyscheduler.kube.client")
 
 JSON = "application/json"
+#: A URL with nothing to quote (no space, no percent sign, no query, ASCII only).
+_PLAIN_URL = re.compile(r"[A-Za-z0-9._~:/@!$&'()*+,;=-]*")
 DEFAULT_TIMEOUT = 30.0
 # A watch line longer than this is not an object we could hold anyway.
 MAX_LINE_BYTES = 64 * 1024 * 1024
@@ -149,6 +154,168 @@ def load_config(path: str | None = None, *, context: str | None = None) -> Conne
 
     Raises :class:`~pyscheduler.kube.errors.ConfigError` naming what was tried.
     """
+    # Read at call time (the package reads $KUBECONFIG once, at import); a list of files
+    # separated by os.pathsep is merged, as kubectl merges it.
+    default_kubeconfig = os.environ.get("KUBECONFIG") or os.path.join("~", ".kube", "config")
+    # The common configurations (a service account, a kubeconfig with a token or a client
+    # certificate) are read here: the ``kubernetes`` package costs a fifth of a second to
+    # import, a good part of the scheduler's start. Anything else goes to the package.
+    incluster_problem: str | None = None
+    if path is None and context is None:
+        incluster_problem = _incluster_absent()
+        if incluster_problem is None:
+            plain = _plain_incluster()
+            if plain is not None:
+                return plain
+    if path is not None or context is not None or incluster_problem is not None:
+        plain = _plain_kubeconfig(path or default_kubeconfig, context)
+        if plain is not None:
+            return plain
+    return _package_config(path, context, default_kubeconfig)
+
+
+#: Where a pod's service account is mounted (client-go's ``rest.InClusterConfig``).
+SERVICE_ACCOUNT_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
+
+
+def _incluster_absent() -> str | None:
+    """Why this process is not in a cluster (the package's words), or None when it may be."""
+    host = os.environ.get("KUBERNETES_SERVICE_HOST")
+    port = os.environ.get("KUBERNETES_SERVICE_PORT")
+    if host is None or port is None:
+        return "Service host/port is not set."
+    if not host or not port:
+        return "Service host/port is set but empty."
+    return None
+
+
+def _plain_incluster() -> ConnectionConfig | None:
+    """The service account's configuration as the package builds it (token re-read while
+    running, for bound tokens rotate), or None to let the package decide and explain."""
+    host = os.environ["KUBERNETES_SERVICE_HOST"]
+    port = os.environ["KUBERNETES_SERVICE_PORT"]
+    token_file = os.path.join(SERVICE_ACCOUNT_DIR, "token")
+    ca_file = os.path.join(SERVICE_ACCOUNT_DIR, "ca.crt")
+    try:
+        with open(token_file) as f:
+            token = f.read()
+        with open(ca_file) as f:
+            if not f.read():
+                return None
+    except OSError:
+        return None
+    if not token.strip():
+        return None
+
+    def token_source() -> str | None:
+        with open(token_file) as f:
+            return f.read().strip() or None
+
+    if ":" in host and not host.startswith("["):
+        host = f"[{host}]"
+    return ConnectionConfig(host=f"https://{host}:{port}", token=token.strip(),
+                            token_source=token_source, ca_file=ca_file,
+                            source="in-cluster service account")
+
+
+_PLAIN_CLUSTER_KEYS = frozenset({"server", "certificate-authority", "certificate-authority-data",
+                                 "insecure-skip-tls-verify", "tls-server-name", "proxy-url",
+                                 "extensions"})
+_PLAIN_USER_KEYS = frozenset({"token", "client-certificate", "client-certificate-data",
+                              "client-key", "client-key-data", "extensions"})
+
+
+def _named(entries: Any, name: Any, what: str) -> dict[str, Any] | None:
+    for entry in entries if isinstance(entries, list) else ():
+        if isinstance(entry, dict) and entry.get("name") == name:
+            value = entry.get(what)
+            return value if isinstance(value, dict) else {} if value is None else None
+    return None
+
+
+def _plain_kubeconfig(path: str, context: str | None) -> ConnectionConfig | None:
+    """A kubeconfig file naming its server, CA and a token or client certificate read as
+    the package reads it; None for anything else (several files, exec or auth-provider
+    credentials, a missing context, unreadable YAML...): the package then loads or explains."""
+    import yaml
+
+    if os.pathsep in path:
+        return None
+    file = os.path.expanduser(path)
+    try:
+        with open(file, "rb") as f:
+            doc = yaml.load(f, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+    except (OSError, yaml.YAMLError):
+        return None
+    if not isinstance(doc, dict):
+        return None
+    name = context or doc.get("current-context")
+    ctx = _named(doc.get("contexts"), name, "context") if name else None
+    if not ctx or set(ctx) - {"cluster", "user", "namespace", "extensions"}:
+        return None
+    cluster = _named(doc.get("clusters"), ctx.get("cluster"), "cluster")
+    user = _named(doc.get("users"), ctx.get("user"), "user") if ctx.get("user") else {}
+    if not cluster or user is None or set(cluster) - _PLAIN_CLUSTER_KEYS \
+            or set(user) - _PLAIN_USER_KEYS:
+        return None
+    server = cluster.get("server")
+    if not isinstance(server, str) or not server:
+        return None
+    base = os.path.dirname(os.path.abspath(file))
+    try:
+        ca = _pem(cluster, "certificate-authority", base)
+        cert = _pem(user, "client-certificate", base)
+        key = _pem(user, "client-key", base)
+    except (OSError, ValueError):
+        return None
+    token = user.get("token")
+    if token is not None and not isinstance(token, str):
+        return None
+    proxy = cluster.get("proxy-url")
+    server_name = cluster.get("tls-server-name")
+    return ConnectionConfig(
+        # The package sends "Bearer <token>" as it stands, so one "Bearer " prefix comes off.
+        host=server.rstrip("/"), token=_strip_bearer(f"Bearer {token}" if token else None),
+        ca_file=ca, cert_file=cert, key_file=key,
+        verify_ssl=not cluster.get("insecure-skip-tls-verify", False),
+        tls_server_name=server_name if isinstance(server_name, str) and server_name else None,
+        proxy=proxy if isinstance(proxy, str) and proxy else None,
+        source=f"kubeconfig {path}")
+
+
+def _pem(section: dict[str, Any], key: str, base: str) -> str | None:
+    """The file holding ``key`` (``key-data`` written to a private temporary file, as the
+    package does; a relative path is relative to the kubeconfig's directory)."""
+    import atexit
+    import base64
+    import tempfile
+
+    data = section.get(f"{key}-data")
+    if data:
+        fd, name = tempfile.mkstemp(prefix="pyscheduler-kubeconfig-")
+        with os.fdopen(fd, "wb") as f:
+            f.write(base64.standard_b64decode(str(data)))
+        atexit.register(_remove, name)
+        return name
+    value = section.get(key)
+    if not value:
+        return None
+    if not isinstance(value, str):
+        raise ValueError(f"{key} must be a path")
+    name = os.path.join(base, os.path.expanduser(value))
+    if not os.path.isfile(name):
+        raise ValueError(f"{key} {name} does not exist")
+    return name
+
+
+def _remove(name: str) -> None:
+    with contextlib.suppress(OSError):
+        os.unlink(name)
+
+
+def _package_config(path: str | None, context: str | None,
+                    default_kubeconfig: str) -> ConnectionConfig:
+    """:func:`load_config` by the ``kubernetes`` package."""
     from kubernetes import client as k8s_client
     from kubernetes import config as k8s_config
 
@@ -156,9 +323,6 @@ def load_config(path: str | None = None, *, context: str | None = None) -> Conne
     load_incluster: Callable[..., Any] = k8s_config.load_incluster_config
     load_kube: Callable[..., Any] = k8s_config.load_kube_config
     cfg = k8s_client.Configuration()
-    # Read at call time (the package reads $KUBECONFIG once, at import); a list of files
-    # separated by os.pathsep is merged, as kubectl merges it.
-    default_kubeconfig = os.environ.get("KUBECONFIG") or os.path.join("~", ".kube", "config")
     source: str
     if path is None and context is None:
         try:
@@ -271,6 +435,8 @@ class KubeClient:
         self._requests: aiohttp.ClientSession | None = None
         self._streams: aiohttp.ClientSession | None = None
         self._closed = False
+        self._default_timeout = aiohttp.ClientTimeout(total=timeout)
+        self._options = self._request_options()
 
     # -- construction and lifecycle ------------------------------------------------------------
 
@@ -305,10 +471,13 @@ class KubeClient:
                     timeout=aiohttp.ClientTimeout(total=None), auto_decompress=True)
             return self._streams
         if self._requests is None:
+            # No cookie jar, as client-go has none: the API server sets no cookies, and
+            # filtering and storing them is work on every request.
             self._requests = aiohttp.ClientSession(
                 connector=aiohttp.TCPConnector(limit=self.max_connections,
                                                ssl=self._ssl_arg(), keepalive_timeout=30.0),
-                timeout=aiohttp.ClientTimeout(total=self.timeout))
+                timeout=aiohttp.ClientTimeout(total=self.timeout),
+                cookie_jar=aiohttp.DummyCookieJar())
         return self._requests
 
     def _ssl_arg(self) -> ssl.SSLContext | bool:
@@ -369,6 +538,19 @@ class KubeClient:
             headers.update(extra)
         return headers
 
+    def _timeout(self, total: float | None) -> aiohttp.ClientTimeout:
+        if total is None or total == self.timeout:
+            return self._default_timeout
+        return aiohttp.ClientTimeout(total=total)
+
+    @staticmethod
+    def _url(url: str, params: Params | None) -> yarl.URL | str:
+        """``url`` with ``params`` as its query. A URL of plain characters (an :func:`api_path`
+        of DNS names, as nearly all are) needs no quoting and is taken as it is."""
+        parsed = yarl.URL(url, encoded=True) if _PLAIN_URL.fullmatch(url) else yarl.URL(url)
+        query = _query(params)
+        return parsed.with_query(query) if query else parsed
+
     def _request_options(self) -> dict[str, Any]:
         options: dict[str, Any] = {}
         if self.config.tls_server_name:
@@ -404,21 +586,23 @@ class KubeClient:
         """
         url = self.host + path
         data = orjson.dumps(body) if body is not None else None
-        query = _query(params)
-        client_timeout = aiohttp.ClientTimeout(total=timeout if timeout is not None
-                                               else self.timeout)
+        # Per request, aiohttp's own work is most of the client's CPU: hand it what it would
+        # otherwise rebuild (the parsed URL, the timeout, no empty query to merge).
+        target = self._url(url, params)
+        client_timeout = self._timeout(timeout)
         session = self._session(streaming=False)
         retried_auth = False
         attempt = 0
         while True:
-            authorization = await self._authorization()
+            authorization = self._header() if self.config.token_source is None \
+                else await self._authorization()
             try:
                 async with session.request(
-                        method, url, params=query, data=data, timeout=client_timeout,
+                        method, target, data=data, timeout=client_timeout,
                         headers=self._headers(authorization,
                                               content_type if data is not None else None,
                                               headers),
-                        **self._request_options()) as resp:
+                        **self._options) as resp:
                     raw = await resp.read()
                     if 200 <= resp.status < 300:
                         return self._decode(raw, method, url)

@@ -56,7 +56,8 @@ from pyscheduler.kube.errors import (
 )
 from pyscheduler.kube.tasks import cancel_and_wait
 
-__all__ = ["Handlers", "Informer", "OnAdd", "OnDelete", "OnUpdate", "object_key"]
+__all__ = ["Handlers", "Informer", "OnAdd", "OnDelete", "OnUpdate", "Transform",
+           "drop_managed_fields", "object_key"]
 
 log = structlog.get_logger("pyscheduler.kube.informer")
 
@@ -64,6 +65,17 @@ Obj = dict[str, Any]
 OnAdd = Callable[[Obj], None]
 OnUpdate = Callable[[Obj, Obj], None]
 OnDelete = Callable[[Obj], None]
+#: Changes an object in place as it arrives, before it is cached and handed to handlers
+#: (client-go's ``SetTransform``).
+Transform = Callable[[Obj], None]
+
+
+def drop_managed_fields(obj: Obj) -> None:
+    """Drop ``metadata.managedFields``, as kube-scheduler's informers do: server-side apply's
+    bookkeeping, often the largest part of an object, read by no one here."""
+    meta = obj.get("metadata")
+    if isinstance(meta, dict):
+        meta.pop("managedFields", None)
 
 
 def object_key(obj: Obj) -> str:
@@ -129,7 +141,8 @@ class Informer:
                  on_update: OnUpdate | None = None, on_delete: OnDelete | None = None,
                  page_size: int = 500, min_watch_timeout: float = 300.0,
                  backoff_initial: float = 0.2, backoff_max: float = 30.0,
-                 rng: random.Random | None = None, name: str | None = None) -> None:
+                 rng: random.Random | None = None, name: str | None = None,
+                 transform: Transform | None = None) -> None:
         if page_size < 1:
             raise ValueError("page_size must be at least 1")
         self.client = client
@@ -139,6 +152,7 @@ class Informer:
         self.page_size = page_size
         self.min_watch_timeout = min_watch_timeout
         self.name = name or path
+        self.transform = transform
         self._rng = rng or random.Random()
         self._backoff = Backoff(initial=backoff_initial, maximum=backoff_max, rng=self._rng)
         self._handlers: list[Handlers] = []
@@ -282,6 +296,8 @@ class Informer:
                     self.malformed_events += 1
                     log.warning("list item skipped", informer=self.name, error=str(exc))
                     continue
+                if self.transform is not None:
+                    self.transform(item)
                 # Items of a list carry no kind/apiVersion; watch events do. Make them alike.
                 if item_kind:
                     item.setdefault("kind", item_kind)
@@ -372,6 +388,8 @@ class Informer:
             log.warning("malformed watch event", informer=self.name, type=type_,
                         error=str(exc))
             raise _Relist(f"a malformed {type_} event") from None
+        if self.transform is not None:
+            self.transform(obj)
         previous = self.objects.get(key)
         if type_ == "DELETED":
             if previous is not None:

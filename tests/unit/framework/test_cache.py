@@ -173,3 +173,36 @@ def test_a_slot_given_to_another_node_changes_its_occupant() -> None:
     cache.set_node(node("c"))  # takes a's slot
     assert table.slots["c"] == 0 and table.occupant[0] != before[0]
     assert table.occupant[1] == before[1]
+
+
+def test_refresh_takes_a_status_write_without_recounting() -> None:
+    cache = Cache()
+    cache.set_node(node("n1"))
+    bound = pod("a", node_name="n1")
+    cache.add_pod(bound)
+    running = {**bound.raw, "status": {"phase": "Running", "startTime": "2026-01-01T00:00:00Z"}}
+    assert cache.refresh(bound.uid, "n1", running)
+    state = cache.pods[bound.uid]
+    assert state.pod.phase == "Running" and state.pod.raw["status"]["startTime"]
+    assert requested(cache, "n1") == [500, 1, 1]
+
+
+def test_refresh_declines_what_it_cannot_take_alone() -> None:
+    cache = Cache()
+    cache.set_node(node("n1"))
+    cache.set_node(node("n2"))
+    bound = pod("a", node_name="n1")
+    cache.add_pod(bound)
+    meta = bound.raw["metadata"]
+    for changed, where in [
+            ({**bound.raw, "metadata": {**meta, "labels": {"app": "x"}}}, "n1"),
+            ({**bound.raw, "metadata": {**meta, "annotations": {"a": "b"}}}, "n1"),
+            ({**bound.raw, "metadata": {**meta, "deletionTimestamp": "2026-01-01T00:00:00Z"}},
+             "n1"),
+            ({**bound.raw, "status": {"phase": "Succeeded"}}, "n1"),
+            (bound.raw, "n2")]:
+        assert not cache.refresh(bound.uid, where, changed)
+    assumed = pod("b")
+    cache.assume(assumed, "n1")
+    assert not cache.refresh(assumed.uid, "n1", assumed.raw)  # confirm's case, not this one
+    assert not cache.refresh("unknown", "n1", bound.raw)

@@ -1,0 +1,27 @@
+"""``pyscheduler run`` (and this package's other commands) skip loading the command packages;
+help and their own commands still find them."""
+
+from __future__ import annotations
+
+import pytest
+
+from pyscheduler.cli import BUILTIN_COMMANDS, _command, build_parser
+
+
+@pytest.mark.parametrize(("argv", "command"), [
+    pytest.param(["run", "--config", "x"], "run", id="command first"),
+    pytest.param(["--log-level", "debug", "run"], "run", id="after an option and its value"),
+    pytest.param(["--log-format=json", "sim", "up"], "sim", id="after an option=value"),
+    pytest.param(["--help"], None, id="help alone"),
+    pytest.param([], None, id="nothing"),
+])
+def test_command_is_the_first_word_that_is_not_an_option(argv: list[str],
+                                                         command: str | None) -> None:
+    assert _command(argv) == command
+
+
+def test_builtin_commands_parse_without_the_command_packages() -> None:
+    parser = build_parser(plugins=False)
+    args = parser.parse_args(["run", "--log-level", "warning", "--config", "c.yaml"])
+    assert args.config == "c.yaml" and args.log_level == "warning"
+    assert {"run", "fragment", "version"} == BUILTIN_COMMANDS
