@@ -4,7 +4,9 @@ Scenarios use nodes of 4 CPU / 32Gi / 110 pods and pods requesting 100m / 500Mi.
 
 * ``algorithm``: the scheduling algorithm alone (no API server): a cache with N nodes and some
   initial pods, then every measured pod goes through the full pipeline (every node filtered and
-  scored) and is assumed on its node. Reports pods/s and attempt latency percentiles.
+  scored) and is assumed on its node, with the pods' default logic selected and evaluated as the
+  scheduler does (``--schedule-fragment``, ``default:v1.0.0`` unless ``none``: the built-in
+  profile alone). Reports pods/s and attempt latency percentiles.
 * ``e2e``: ``pyscheduler sim up`` (bound pods stay Pending, as on scheduler_perf's fake nodes)
   and ``pyscheduler run`` in separate processes; initial pods are created and scheduled, then the
   measured pods are created while a watcher counts bindings in 1 s samples (first dropped).
@@ -14,6 +16,8 @@ Scenarios use nodes of 4 CPU / 32Gi / 110 pods and pods requesting 100m / 500Mi.
   ``--pod-fragment replace|extend`` annotates every pod with a fragment resource serving the
   packaged default fragment in that mode (filter and score), so the built-in profile and a
   fragment doing the same job can be compared end to end (run with ``--schedule-fragment none``).
+* ``--py-spy FILE`` (e2e): py-spy samples the scheduler process over the measured pods and
+  writes FILE (``.txt``: collapsed stacks, ``.json``: speedscope, otherwise a flame graph SVG).
 * ``--node-images N`` (algorithm): every node lists N images in ``status.images`` (two names
   each, as the kubelet reports tag and digest), drawn from 4 N distinct images; on one node in
   three, one of them is the measured pods' image, so ImageLocality scores through its index
@@ -32,7 +36,9 @@ import argparse
 import asyncio
 import json
 import os
+import signal
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -49,6 +55,7 @@ from pyscheduler.framework.nodetable import node_info
 from pyscheduler.framework.pipeline import Pipeline
 from pyscheduler.framework.pod import pod_info
 from pyscheduler.plugins.registry import build_profile
+from pyscheduler.wasm.manager import FragmentManager
 
 sys.path.insert(0, str(Path(__file__).parent))
 from bench_apiserver import (  # noqa: E402
@@ -101,8 +108,8 @@ def percentiles(values: list[float]) -> dict[str, float]:
             "p99": float(np.percentile(arr, 99))}
 
 
-def bench_algorithm(nodes: int, initial: int, pods: int,
-                    node_images: int = 0) -> dict[str, Any]:
+def bench_algorithm(nodes: int, initial: int, pods: int, node_images: int = 0,
+                    schedule_fragment: str = "none") -> dict[str, Any]:
     config = parse_config({}, "bench")
     cache = Cache()
     for i in range(nodes):
@@ -110,6 +117,10 @@ def bench_algorithm(nodes: int, initial: int, pods: int,
     for i in range(initial):
         cache.add_pod(pod_info(pod_obj(i, "init", f"node-{i % nodes}")))
     pipeline = Pipeline(build_profile(config), seed=1)
+    manager = None
+    if schedule_fragment != "none":  # the pods' default logic, as the scheduler selects it
+        manager = FragmentManager(cache.table, default=schedule_fragment)
+        asyncio.run(manager.start())
     parsed = [pod_info(pod_obj(i)) for i in range(pods)]
     latencies = []
     start = time.perf_counter()
@@ -117,7 +128,12 @@ def bench_algorithm(nodes: int, initial: int, pods: int,
     for pod in parsed:
         t = time.perf_counter()
         ctx = CycleContext.for_pod(pod, cache.table)
-        result = pipeline.schedule(ctx)
+        override = manager.select(pod).active if manager is not None else None
+        if override is not None and override.evaluate_now is not None:
+            override = override.evaluate_now(ctx, pipeline.base_feasible(ctx, override))
+            if override is None:
+                raise RuntimeError("the default fragment's calls could not run inline")
+        result = pipeline.schedule(ctx, override)
         if result.node is None:
             unschedulable += 1
         else:
@@ -129,7 +145,9 @@ def bench_algorithm(nodes: int, initial: int, pods: int,
         pod_info(pod_obj(i, "parse"))
     parse_us = (time.perf_counter() - t) / min(pods, 2000) * 1e6
     images = f" / {node_images} images per node" if node_images else ""
-    return {"scenario": f"algorithm {nodes} nodes / {initial} initial / {pods} pods{images}",
+    logic = f" (scheduleFragment {schedule_fragment})" if manager is not None else ""
+    return {"scenario": f"algorithm {nodes} nodes / {initial} initial / {pods} pods{images}"
+                        f"{logic}",
             "pods_per_second": pods / elapsed, "unschedulable": unschedulable,
             "attempt_ms": {k: v * 1000 for k, v in percentiles(latencies).items()},
             "pod_parse_us": parse_us}
@@ -194,6 +212,7 @@ async def _e2e(args: argparse.Namespace, workdir: Path, sched_pid: int, server_p
         server_cpu0 = cpu_seconds(server_pid)
         client_cpu0 = time.process_time()
         measured_from = len(bound_times)
+        spy = _start_py_spy(args.py_spy, sched_pid) if args.py_spy else None
         t0 = time.monotonic()
         await create_all("pod", args.pods)
         try:
@@ -204,6 +223,9 @@ async def _e2e(args: argparse.Namespace, workdir: Path, sched_pid: int, server_p
         cpu = cpu_seconds(sched_pid) - cpu0
         server_cpu = cpu_seconds(server_pid) - server_cpu0
         client_cpu = time.process_time() - client_cpu0
+        if spy is not None:
+            spy.send_signal(signal.SIGINT)  # py-spy writes its output on SIGINT
+            await asyncio.to_thread(spy.wait, 60)
         watch.cancel()
         samples = rate_samples(bound_times[measured_from:])
         async with aiohttp.ClientSession() as s:
@@ -250,6 +272,17 @@ async def _e2e(args: argparse.Namespace, workdir: Path, sched_pid: int, server_p
         }
     finally:
         await c.session.close()
+
+
+def _start_py_spy(out: Path, pid: int) -> subprocess.Popen[bytes]:
+    """py-spy sampling the scheduler over the measured pods (its CPU share is then a little
+    higher than without: py-spy itself runs on the same cores)."""
+    spy = Path(sys.executable).with_name("py-spy")
+    fmt = "speedscope" if out.suffix == ".json" else "raw" if out.suffix == ".txt" \
+        else "flamegraph"
+    return subprocess.Popen([str(spy), "record", "--pid", str(pid), "--rate", "200",
+                             "--nonblocking", "--format", fmt, "--output", str(out)],
+                            stdout=subprocess.DEVNULL)
 
 
 async def _serve_fragment(c: Client, mode: str) -> None:
@@ -329,12 +362,16 @@ def main() -> int:
                              "mode")
     parser.add_argument("--schedule-fragment", default="default:v1.0.0",
                         help="the scheduler's scheduleFragment (none: the built-ins alone)")
+    parser.add_argument("--py-spy", type=Path, default=None, metavar="FILE",
+                        help="e2e: sample the scheduler with py-spy over the measured pods "
+                             "(FILE.txt: collapsed stacks, .json: speedscope, else SVG)")
     parser.add_argument("--node-images", type=int, default=0,
                         help="algorithm: images each node lists in status.images")
     args = parser.parse_args()
     results = []
     if args.mode in ("algorithm", "all"):
-        results.append(bench_algorithm(args.nodes, args.initial, args.pods, args.node_images))
+        results.append(bench_algorithm(args.nodes, args.initial, args.pods, args.node_images,
+                                       args.schedule_fragment))
     if args.mode == "e2e":
         results.append(bench_e2e(args))
     if args.mode == "all":

@@ -8,7 +8,9 @@ seedable generator.
 **Stage overrides** are the seam for per-pod scheduling logic (WebAssembly fragments): a
 :class:`StageOverride` may *replace* the filter stage (only its verdict counts) or *extend* it
 (its verdict is ANDed with the built-ins), and likewise replace or extend the score stage with a
-weight. The override is chosen per pod by the caller.
+weight; an extending score may also stand in for a named subset of the built-in score plugins
+(``score_replaces``: those do not count for the pod while the override's score does). The
+override is chosen per pod by the caller.
 
 **Diagnosis** is computed only when it is needed (nothing fits, or an explanation was asked for):
 like kube-scheduler, each node is charged to the *first* filter plugin, in profile order, that
@@ -84,15 +86,31 @@ class Profile:
 
 
 class _RowLocalMemo:
-    """Combined row-local verdicts and weighted scores for one pod signature."""
+    """Combined row-local verdicts and weighted scores for one pod signature: each row-local
+    score plugin's weighted scores (``parts``), and their sums leaving out a set of plugins
+    (``sums``; the empty set: all of them), kept for the sets asked for."""
 
-    __slots__ = ("n", "generation", "feasible", "score")
+    __slots__ = ("n", "generation", "feasible", "parts", "sums")
 
-    def __init__(self, n: int, generation: int, feasible: BoolArray, score: IntArray) -> None:
+    def __init__(self, n: int, generation: int, feasible: BoolArray,
+                 parts: dict[str, IntArray]) -> None:
         self.n = n
         self.generation = generation
         self.feasible = feasible
-        self.score = score
+        self.parts = parts
+        self.sums: dict[frozenset[str], IntArray] = {}
+
+    def score(self, without: frozenset[str]) -> IntArray:
+        """The sum of the row-local scores but those of ``without`` (kept up to date from now
+        on: :meth:`Pipeline._recompute` updates every sum it holds)."""
+        total = self.sums.get(without)
+        if total is None:
+            total = np.zeros(self.n, np.int64)
+            for name, part in self.parts.items():
+                if name not in without:
+                    total += part
+            self.sums[without] = total
+        return total
 
 
 def row_local_signature(ctx: CycleContext) -> tuple[object, ...]:
@@ -124,6 +142,9 @@ class StageOverride:
     score: ScoreFn | None = None
     score_mode: Literal["replace", "extend"] = "replace"
     score_weight: int = 1
+    #: built-in score plugins that this override's score (mode "extend") stands in for: they
+    #: do not count for the pod, unless the override's score defers to the built-ins
+    score_replaces: frozenset[str] = frozenset()
     evaluate: EvaluateFn | None = None
     evaluate_now: EvaluateNowFn | None = None
     #: the pod's logic at post-filter, reserve, permit, pre-bind and post-bind (None: none)
@@ -276,7 +297,8 @@ class Pipeline:
             rows = table.changed_since(memo.generation)
         else:
             rows = np.arange(n)
-            memo = _RowLocalMemo(n, 0, np.zeros(n, np.bool_), np.zeros(n, np.int64))
+            memo = _RowLocalMemo(n, 0, np.zeros(n, np.bool_),
+                                 {p.name: np.zeros(n, np.int64) for p, _ in self._rl_scores})
             self._memo[key] = memo
             if len(self._memo) > self.MEMO_SIZE:
                 self._memo.popitem(last=False)
@@ -306,7 +328,7 @@ class Pipeline:
         array_scores = [(p, w) for p, w in self._rl_scores
                         if not (scalar and hasattr(p, "score_row"))]
         feasible = table.valid[rows].copy()
-        score = np.zeros(len(rows), np.int64)
+        parts: dict[str, IntArray] = {}  # weighted scores of the rows, per plugin
         if array_filters or array_scores:
             view = RowView(table, rows)
             sub = CycleContext(ctx.pod, cast(NodeTable, view), ctx.request, ctx.namespaces, {},
@@ -316,7 +338,7 @@ class Pipeline:
                 if result.passed is not None:
                     feasible &= result.passed
             for scorer, weight in array_scores:
-                score += scorer.score(sub, feasible)[: len(rows)] * weight
+                parts[scorer.name] = scorer.score(sub, feasible)[: len(rows)] * weight
         if scalar:
             slots = rows.tolist()
             for plugin in self._rl_filters:
@@ -328,10 +350,14 @@ class Pipeline:
             for scorer, weight in self._rl_scores:
                 one = getattr(scorer, "score_row", None)
                 if one is not None:
-                    for i, slot in enumerate(slots):
-                        score[i] += one(ctx, slot) * weight
+                    parts[scorer.name] = np.array([one(ctx, slot) * weight for slot in slots],
+                                                  np.int64)
         memo.feasible[rows] = feasible
-        memo.score[rows] = score
+        for name, part in parts.items():
+            memo.parts[name][rows] = part
+        for without, total in memo.sums.items():
+            kept = [part for name, part in parts.items() if name not in without]
+            total[rows] = sum(kept[1:], kept[0]) if kept else 0
 
     def _incremental(self, ctx: CycleContext,
                      override: StageOverride | None = None) -> ScheduleResult | None:
@@ -354,13 +380,18 @@ class Pipeline:
             slot = int(np.flatnonzero(feasible)[0])
             return ScheduleResult(ctx.table.names[slot], slot, outcome, feasible_count=1,
                                   filter_seconds=t1 - t0)
-        total = memo.score.copy()
-        for scorer, weight in self._other_scores:
-            total += scorer.score(ctx, feasible)[: len(total)] * weight
+        extra_scores: IntArray | None = None
         if override is not None and override.score is not None:
             extra_scores = override.score(ctx, feasible)
-            if extra_scores is not None:
-                total += extra_scores[: len(total)] * override.score_weight
+        without = override.score_replaces if override is not None \
+            and extra_scores is not None else frozenset()
+        total = memo.score(without).copy()
+        for scorer, weight in self._other_scores:
+            if scorer.name not in without:
+                total += scorer.score(ctx, feasible)[: len(total)] * weight
+        if extra_scores is not None:
+            assert override is not None
+            total += extra_scores[: len(total)] * override.score_weight
         slot = self._select(feasible, total)
         return ScheduleResult(ctx.table.names[slot], slot, outcome, total, None, count,
                               filter_seconds=t1 - t0, score_seconds=time.perf_counter() - t1)
@@ -478,8 +509,11 @@ class Pipeline:
         per_plugin: dict[str, IntArray] = {}
         replace = override is not None and override.score is not None \
             and override.score_mode == "replace"
+        # An extending score standing in for some built-ins: those run only if it defers.
+        stood_in = override.score_replaces if override is not None and not replace \
+            and override.score is not None else frozenset()
         stages: collections.deque[tuple[str, ScoreFn, int]] = collections.deque(
-            () if replace else self._builtin_scores)
+            () if replace else (s for s in self._builtin_scores if s[0] not in stood_in))
         if override is not None and override.score is not None:
             stages.append((override.name, override.score, override.score_weight))
         while stages:
@@ -493,6 +527,8 @@ class Pipeline:
             if scores is None:  # deferred to the built-in stage, as in filter()
                 if replace:
                     stages.extend(self._builtin_scores)
+                elif stood_in:
+                    stages.extend(s for s in self._builtin_scores if s[0] in stood_in)
                 continue
             scores = scores[: len(feasible)]
             total += scores * weight

@@ -80,6 +80,7 @@ __all__ = [
     "broken_linear",
     "insufficient",
     "is_extended_resource",
+    "most_free_memory",
 ]
 
 NAME = "NodeResourcesFit"
@@ -380,15 +381,23 @@ class NodeResourcesFit:
         return out
 
     def _most_free_memory(self, ctx: CycleContext, feasible: BoolArray) -> IntArray:
-        n = ctx.n
-        free = ctx.table.allocatable[:n, MEMORY] - ctx.table.requested[:n, MEMORY]
-        free -= ctx.request[MEMORY]
-        np.maximum(free, 0, out=free)
-        # Holes have no allocatable memory (free 0): they cannot raise the maximum.
-        top = int(free[feasible[:n]].max(initial=0))
-        if top == 0:
-            return ctx.zeros()
-        free *= MAX_NODE_SCORE
-        free //= top
-        out: IntArray = np.minimum(free, MAX_NODE_SCORE, out=free)
-        return out
+        return most_free_memory(ctx, feasible)
+
+
+def most_free_memory(ctx: CycleContext, feasible: BoolArray) -> IntArray:
+    """The MostFreeMemory score, 0..100 per row: the scored (``feasible``) row with the most
+    free memory after the pod gets 100, the others in proportion (rows not scored: anything
+    from 0 to 100). The default logic's score too (:mod:`pyscheduler.plugins.default_logic`)."""
+    n = ctx.n
+    table = ctx.table
+    free = table.allocatable[:n, MEMORY] - table.requested[:n, MEMORY]
+    free -= ctx.request[MEMORY]
+    np.maximum(free, 0, out=free)
+    # Holes have no allocatable memory (free 0): they cannot raise the maximum.
+    top = int(free[feasible[:n]].max(initial=0))
+    if top == 0:
+        return ctx.zeros()
+    free *= MAX_NODE_SCORE
+    free //= top
+    out: IntArray = np.minimum(free, MAX_NODE_SCORE, out=free)
+    return out

@@ -35,9 +35,18 @@ Selection per pod
 ``wssp/schedulefragment: <name>-v<x.y.z>`` selects that version; ``<name>`` alone follows the
 newest Ready version of that name. Pods without the annotation get ``scheduleFragment`` from the
 scheduler configuration (``default:v1.0.0`` by default): a resource of that name when one is
-Ready, otherwise the module of that name shipped in the package. A pod naming a fragment that is
-missing or not Ready raises :class:`StageUnavailable` (the scheduler reports it and retries when
-a fragment becomes Ready).
+Ready, otherwise the module of that name shipped in the package.
+
+The shipped default module is the default logic (:mod:`pyscheduler.plugins.default_logic`): its
+filter extends the built-in filters, and its score (most free memory, weight 2) stands in for the
+built-in resource scores (NodeResourcesFit, BalancedAllocation) and ImageLocality. When the
+module's sha256 is that of the shipped build (:data:`NATIVE_DEFAULTS`), the host runs its exact
+native equivalent instead (no module is loaded, no call made; tests/unit/wasm/
+test_default_native.py proves the two agree); a module with other bytes runs in WebAssembly
+with the same semantics.
+
+A pod naming a fragment that is missing or not Ready raises :class:`StageUnavailable` (the
+scheduler reports it and retries when a fragment becomes Ready).
 
 Shadow resources (``spec.shadow: true``) never decide anything: a pod that selects a name with a
 shadow version is scheduled by the active version (or the default logic when none), and the
@@ -51,6 +60,7 @@ filter call fails, the score call of the same pod is not made and the policy app
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -75,6 +85,11 @@ from pyscheduler.kube.informer import Informer
 from pyscheduler.kube.tasks import Supervisor, cancel_and_wait
 from pyscheduler.metrics import SchedulerMetrics
 from pyscheduler.pacing import Backoff
+from pyscheduler.plugins.default_logic import (
+    MOST_FREE_MEMORY_WEIGHT,
+    REPLACED_SCORES,
+    IncrementalMostFreeMemory,
+)
 from pyscheduler.wasm import storage
 from pyscheduler.wasm.errors import CallError, FragmentError, LoadError, StorageError
 from pyscheduler.wasm.fragment import Answers, Breaker, BreakerState, Fragment, unchanged_rows
@@ -102,9 +117,12 @@ from pyscheduler.wasm.vm import Limits
 
 __all__ = [
     "CRD_INSTALL_HINT",
+    "NATIVE_DEFAULTS",
     "PACKAGED_DIR",
     "FragmentManager",
     "LoadedFragment",
+    "native_default",
+    "packaged_spec",
 ]
 
 log = structlog.get_logger("pyscheduler.wasm")
@@ -118,6 +136,13 @@ FETCH_RETRY_MAX_SECONDS = 300.0
 # Rows whose node changed while a fragment's calls ran: the fragment never saw that node.
 CHANGED_ROW_REASON = "node(s) changed while the fragment was deciding"
 Version = tuple[int, int, int]
+#: The shipped default module's name: its score stands in for the built-in resource scores.
+DEFAULT_NAME = "default"
+#: Packaged modules with an exactly equivalent native implementation, by resource name: the
+#: sha256 of the shipped build (``hack/build_fragments.sh``). Other bytes run in WebAssembly.
+NATIVE_DEFAULTS: dict[str, str] = {
+    "default-v1.0.0": "2c922770f13eabcb7ee43f975d62c8160bbdfd118844219899649fdab3ec2afd",
+}
 
 
 @dataclass(frozen=True, slots=True)
@@ -151,13 +176,35 @@ def _override_name(resource: str) -> str:
 
 def packaged_spec(name: str, version: Version) -> FragmentSpec:
     """The spec of a fragment shipped in the package: it runs beside the built-in profile
-    (filter and score extended, score weight 1) and defers to it when a call fails."""
+    (filter and score extended; the default's score with weight 2 in place of the built-in
+    resource scores, see :func:`_replaced_scores`) and defers to it when a call fails."""
     resource = f"{name}-v{format_version(version)}"
+    weight = MOST_FREE_MEMORY_WEIGHT if name == DEFAULT_NAME else 1
     return FragmentSpec(
         resource_name=resource, name=name, version=version, generation=0, uid="",
         url=f"file://{PACKAGED_DIR / (resource + '.wasm')}", sha256=None,
-        filter=StageSpec("extend"), score=StageSpec("extend", 1), config={},
+        filter=StageSpec("extend"), score=StageSpec("extend", weight), config={},
         limits=FragmentLimits(), failure_policy="Default", shadow=False, runtime=None)
+
+
+def _replaced_scores(spec: FragmentSpec, packaged: bool) -> frozenset[str]:
+    """The built-in score plugins a fragment's score stands in for: the shipped default's
+    most-free-memory score replaces the built-in resource scores (and ImageLocality); any
+    other fragment's extending score adds to all of them."""
+    return REPLACED_SCORES if packaged and spec.name == DEFAULT_NAME else frozenset()
+
+
+def native_default(spec: FragmentSpec) -> StageOverride:
+    """The shipped default module's stage override, run natively: no filter of its own (its
+    filter is the built-in filters it extends), most free memory as its score (kept per
+    memory request, recomputed where rows changed) with the spec's weight in place of the
+    built-in resource scores. Exactly what the module's override gives
+    (tests/unit/wasm/test_default_native.py), without a call."""
+    assert spec.score is not None
+    return StageOverride(name=_override_name(spec.resource_name),
+                         score=IncrementalMostFreeMemory(),
+                         score_mode="extend", score_weight=spec.score.weight,
+                         score_replaces=REPLACED_SCORES)
 
 
 def _on_current_rows(verdict: FilterResult, same: BoolArray) -> FilterResult:
@@ -202,7 +249,8 @@ class FragmentManager:
                  writes_status: Callable[[], bool] = lambda: True,
                  executor: ThreadPoolExecutor | None = None,
                  waiting: WaitingRoom | None = None,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 clock: Callable[[], float] = time.monotonic,
+                 native: bool = True) -> None:
         self.table = table
         # The pods held at a fragment's permit (the scheduler's, when it runs one).
         self.waiting = waiting if waiting is not None else WaitingRoom()
@@ -219,6 +267,11 @@ class FragmentManager:
         self.clock = clock
         self.entries: dict[str, _Entry] = {}
         self.packaged: dict[str, LoadedFragment] = {}
+        # Run a shipped module with a native equivalent (NATIVE_DEFAULTS) natively; False
+        # loads it in WebAssembly like any other (tests compare the two).
+        self.run_native = native
+        # Packaged modules served by their native equivalent (NATIVE_DEFAULTS), by resource.
+        self.native: dict[str, StageOverride] = {}
         self._executor = executor or ThreadPoolExecutor(2, thread_name_prefix="fragment-load")
         self._tasks: dict[str, asyncio.Task[None]] = {}
         self._informer: Informer | None = None
@@ -241,8 +294,19 @@ class FragmentManager:
                 path = PACKAGED_DIR / f"{name}-v{format_version(version)}.wasm"
                 if path.exists():
                     spec = packaged_spec(name, version)
-                    loaded = await self._load(spec, path.read_bytes())
-                    self.packaged[spec.resource_name] = replace(loaded, packaged=True)
+                    wasm = path.read_bytes()
+                    if self.run_native and hashlib.sha256(wasm).hexdigest() == \
+                            NATIVE_DEFAULTS.get(spec.resource_name):
+                        self.native[spec.resource_name] = native_default(spec)
+                        if self.metrics is not None:
+                            self.metrics.fragment_info.labels(
+                                spec.resource_name, spec.name, format_version(spec.version),
+                                NATIVE_DEFAULTS[spec.resource_name], "native").set(1)
+                        log.info("the shipped default module runs natively",
+                                 fragment=spec.resource_name)
+                    else:
+                        loaded = await self._load(spec, wasm, packaged=True)
+                        self.packaged[spec.resource_name] = replace(loaded, packaged=True)
         if self.client is None:
             return
         try:
@@ -350,7 +414,8 @@ class FragmentManager:
                 f"scheduler allows (fragments.maxTimeoutMilliseconds: "
                 f"{round(allowed * 1000)})"])
 
-    async def _load(self, spec: FragmentSpec, wasm: bytes | None = None) -> LoadedFragment:
+    async def _load(self, spec: FragmentSpec, wasm: bytes | None = None, *,
+                    packaged: bool = False) -> LoadedFragment:
         """Fetch (unless given) and compile in a worker thread, instantiate on the fragment's
         call thread, write the table on the loop."""
         loop = asyncio.get_running_loop()
@@ -380,7 +445,8 @@ class FragmentManager:
             fragment.stop()
             raise
         fragment.load_seconds = time.perf_counter() - start
-        return LoadedFragment(spec, fragment, self._override(spec, fragment))
+        return LoadedFragment(spec, fragment, self._override(
+            spec, fragment, _replaced_scores(spec, packaged)))
 
     def _guest_log(self, resource: str) -> GuestLog:
         metrics = self.metrics
@@ -579,7 +645,8 @@ class FragmentManager:
 
     # -- stage overrides -----------------------------------------------------------------------
 
-    def _override(self, spec: FragmentSpec, fragment: Fragment) -> StageOverride:
+    def _override(self, spec: FragmentSpec, fragment: Fragment,
+                  score_replaces: frozenset[str] = frozenset()) -> StageOverride:
         resource = spec.resource_name
         policy = spec.failure_policy
         metrics = self.metrics
@@ -658,7 +725,7 @@ class FragmentManager:
                 filter_mode=mode,  # type: ignore[arg-type]
                 score=(lambda c, f: fixed_scores) if spec.score is not None else None,
                 score_mode=score_mode, score_weight=weight,  # type: ignore[arg-type]
-                lifecycle=lifecycle, answered=tuple(answered))
+                score_replaces=score_replaces, lifecycle=lifecycle, answered=tuple(answered))
 
         def again(answers: Answers) -> bool:
             """A failed prefilter ends the pod's batch of calls; unless the policy is Fail,
@@ -719,7 +786,8 @@ class FragmentManager:
             filter_mode=filter_mode,  # type: ignore[arg-type]
             score=sync_score if spec.score is not None else None,
             score_mode=score_mode,  # type: ignore[arg-type]
-            score_weight=weight, evaluate=evaluate if calls else None,
+            score_weight=weight, score_replaces=score_replaces,
+            evaluate=evaluate if calls else None,
             evaluate_now=evaluate_now if calls else None, lifecycle=lifecycle)
 
     # -- selection -----------------------------------------------------------------------------
@@ -732,11 +800,11 @@ class FragmentManager:
                 out[s.spec.version] = s
         return out
 
-    def _resolve(self, name: str, version: Version | None, what: str) -> LoadedFragment:
+    def _resolve(self, name: str, version: Version | None, what: str) -> StageOverride:
         if version is None:
             ready = self._ready(name, shadow=False)
             if ready:
-                return ready[max(ready)]
+                return ready[max(ready)].override
             known = [e for e in self.entries.values()
                      if e.spec is not None and e.spec.name == name and not e.spec.shadow]
             if known:
@@ -748,9 +816,12 @@ class FragmentManager:
         resource = f"{name}-v{format_version(version)}"
         entry = self.entries.get(resource)
         if entry is not None and entry.serving is not None:
-            return entry.serving  # a newer generation that failed to load leaves this serving
+            # a newer generation that failed to load leaves this serving
+            return entry.serving.override
+        if entry is None and resource in self.native:
+            return self.native[resource]
         if entry is None and resource in self.packaged:
-            return self.packaged[resource]
+            return self.packaged[resource].override
         if entry is None:
             raise StageUnavailable(f'{what} "{resource}" not found')
         detail = f": {entry.message}" if entry.message else ""
@@ -764,7 +835,7 @@ class FragmentManager:
                 return Selection(None)
             name, version = self.default
             try:
-                return Selection(self._resolve(name, version, "default fragment").override)
+                return Selection(self._resolve(name, version, "default fragment"))
             except StageUnavailable:
                 return Selection(None)  # no default fragment serving: the built-ins decide
         try:
@@ -780,7 +851,7 @@ class FragmentManager:
         shadows = self._ready(name, shadow=True)
         shadow = (shadows[max(shadows)].override,) if shadows else ()
         try:
-            active = self._resolve(name, version, "fragment").override
+            active = self._resolve(name, version, "fragment")
         except StageUnavailable:
             if version is None and shadows and not any(
                     e.spec is not None and e.spec.name == name and not e.spec.shadow
@@ -793,7 +864,7 @@ class FragmentManager:
         if self.default is None:
             return None
         try:
-            return self._resolve(*self.default, "default fragment").override
+            return self._resolve(*self.default, "default fragment")
         except StageUnavailable:
             return None
 

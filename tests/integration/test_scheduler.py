@@ -162,7 +162,10 @@ def test_explain_annotation(core: client.CoreV1Api, ns: str, scheduler: Schedule
     assert decision["failures"] == {"node(s) had untolerated taint {nvidia.com/gpu: present}": 1}
     best = decision["top"][0]["score"]
     assert node in [t["node"] for t in decision["top"] if t["score"] == best]  # ties: random
-    assert "NodeResourcesFit" in decision["top"][0]["plugins"]
+    # The shipped default logic: most free memory in place of kube's resource scores.
+    plugins = decision["top"][0]["plugins"]
+    assert "fragment:default-v1.0.0" in plugins and "NodeResourcesFit" not in plugins
+    assert "TaintToleration" in plugins
 
 
 def test_many_pods_no_overcommit_no_double_binding_others_untouched(
