@@ -8,6 +8,7 @@ how to install it.
 from __future__ import annotations
 
 import argparse
+import gc
 import sys
 from pathlib import Path
 from typing import Any
@@ -18,7 +19,7 @@ from pyscheduler.cli import run_loop
 from pyscheduler.kube.tasks import stop_on_signals
 from pyscheduler_sim.cloud import add_cli as add_cloud_sim_cli
 
-__all__ = ["add_cli", "sim_up", "write_scheduler_config"]
+__all__ = ["add_cli", "freeze_after_full_collections", "sim_up", "write_scheduler_config"]
 
 log = structlog.get_logger("pyscheduler_sim.cli")
 
@@ -66,6 +67,23 @@ def write_scheduler_config(path: Path, cloud_url: str | None = None,
                     + yaml.safe_dump(dump_config(config), sort_keys=False))
 
 
+def freeze_after_full_collections() -> None:
+    """After each full collection of Python's cyclic garbage collector, move what survived it
+    out of the collector's sight (``gc.freeze``).
+
+    A full collection walks every tracked object: with 150,000 pods stored (about a million
+    objects) that is half a second during which no request is answered. What survives one is
+    mostly stored objects, freed by reference counting when replaced or deleted (they hold no
+    cycles); frozen, later full collections walk only what is newer. Cyclic garbage among the
+    frozen objects is not reclaimed (the price, small beside the pause). For the ``sim up``
+    process only: a process embedding the cluster keeps its own collector policy."""
+    def after(phase: str, info: dict[str, Any]) -> None:
+        if phase == "stop" and info.get("generation") == 2:
+            gc.freeze()  # the younger generations are empty now: only survivors move
+
+    gc.callbacks.append(after)
+
+
 def sim_up(args: argparse.Namespace) -> int:
     from pyscheduler_sim.cluster import Cluster, ClusterConfigError, ClusterSpec, load_cluster_file
 
@@ -91,6 +109,8 @@ def sim_up(args: argparse.Namespace) -> int:
         return 2
     workdir = Path(args.workdir)
     workdir.mkdir(parents=True, exist_ok=True)
+
+    freeze_after_full_collections()
 
     async def run() -> int:
         stop = stop_on_signals()

@@ -126,7 +126,8 @@ class ReplicaSetController(Controller):
                 for _ in range(want - len(active)):
                     self._create_pod(rs)
             elif len(active) > want:
-                for pod in self._deletion_order([f.pod for f in active])[:len(active) - want]:
+                pods = [f.stored.obj for f in active]
+                for pod in self._deletion_order(pods)[:len(active) - want]:
                     try:
                         self.registry.delete(self.registry.pods, namespace,
                                              pod["metadata"]["name"])
@@ -139,8 +140,9 @@ class ReplicaSetController(Controller):
                selector: Any) -> list[_PodFacts]:
         """Owned pods, adopting matching orphans and releasing owned pods that stopped matching.
 
-        What a reconcile needs of each pod is kept per stored version of it, so a reconcile
-        decodes only the pods that changed since the previous one."""
+        What a reconcile needs of each pod is kept per stored version of it (a few flags, not
+        the decoded pod), so a reconcile decodes only the pods that changed since the previous
+        one, and a ReplicaSet's thousands of pods cost little memory here."""
         out = []
         uid = stored.uid
         template = _template_labels(rs)
@@ -177,7 +179,11 @@ class ReplicaSetController(Controller):
                 pod["metadata"].setdefault("ownerReferences", []).append(
                     owner_ref(rs, "ReplicaSet", "apps/v1"))
                 adopted = self.registry.update(self.registry.pods, s.namespace, s.name, pod)
-                out.append(_PodFacts.of(adopted, None, template))
+                now = self.registry.store.get(self.registry.pods, s.namespace, s.name)
+                if now is not None:
+                    f = _PodFacts.of(adopted, now, template)
+                    facts[s.key] = f
+                    out.append(f)
         self._facts[key] = (basis, facts)
         return out
 
@@ -257,17 +263,16 @@ def _template_labels(rs: Obj) -> frozenset[tuple[str, str]]:
 class _PodFacts(NamedTuple):
     """What a ReplicaSet's reconcile needs of one of its pods, as of one stored version."""
 
-    stored: Stored | None    # the version these facts describe (None: not from the store)
-    pod: Obj                 # that version, read-only
+    stored: Stored           # the version these facts describe
     active: bool
     ready: bool
     labeled: bool            # carries every label of the pod template
 
     @classmethod
-    def of(cls, pod: Obj, stored: Stored | None,
+    def of(cls, pod: Obj, stored: Stored,
            template: frozenset[tuple[str, str]]) -> _PodFacts:
         labels = pod["metadata"].get("labels") or {}
-        return cls(stored, pod, is_active(pod), condition_true(pod, "Ready"),
+        return cls(stored, is_active(pod), condition_true(pod, "Ready"),
                    all(labels.get(k) == v for k, v in template))
 
 
@@ -507,10 +512,13 @@ class GarbageCollector(Controller):
         live = self._live_uids()
         keys: list[Hashable] = [("gone", uid) for uid in self.registry.store.dependents
                                 if uid not in live]
+        # Only objects being deleted can wait for the orphan or foreground finalizer: the
+        # store knows which they are without reading every object's JSON.
         for table in self.registry.store.tables.values():
-            for s in table.objects.values():
-                if b'"deletionTimestamp"' in s.raw and (b'"orphan"' in s.raw
-                                                        or b'"foregroundDeletion"' in s.raw):
+            for key in table.terminating:
+                s = table.objects.get(key)
+                if s is not None and (b'"orphan"' in s.raw
+                                      or b'"foregroundDeletion"' in s.raw):
                     keys.append(("owner", table.rt.key, s.namespace, s.name))
         return keys
 

@@ -456,9 +456,16 @@ class ApiServer:
             return _json(self._table(request, rt, [self.registry.output(rt, s.obj)
                                                    for s in items], meta))
         head = orjson.dumps({"kind": rt.list_kind, "apiVersion": rt.api_version,
-                             "metadata": meta})[:-1]
+                             "metadata": meta})[:-1] + b',"items":['
         raw = self.registry.raw
-        body = b"".join((head, b',"items":[', b",".join(raw(rt, s) for s in items), b"]}"))
+        # One copy of the items into the answer (150,000 pods: 190 MB once, not twice).
+        parts = [raw(rt, s) for s in items]
+        if parts:
+            parts[0] = head + parts[0]
+            parts[-1] += b"]}"
+            body = b",".join(parts)
+        else:
+            body = head + b"]}"
         return web.Response(body=body, headers={"Content-Type": JSON})
 
     async def _delete_collection(self, request: web.Request, rt: ResourceType,

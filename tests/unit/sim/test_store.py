@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 import asyncio
+import sys
 from typing import Any
 
+import orjson
 import pytest
 
 from pyscheduler_sim import errors
 from pyscheduler_sim.registry import Registry
 from pyscheduler.api.labels import parse_label_selector
-from pyscheduler_sim.store import Store
+from pyscheduler_sim import store as store_module
+from pyscheduler_sim.store import Store, encode
 
 
 def cm(name: str, labels: dict[str, str] | None = None) -> dict[str, Any]:
@@ -156,3 +159,73 @@ def test_a_generated_name_already_taken_is_drawn_again() -> None:
                                                       "namespace": "default"}})
     assert second["metadata"]["name"] != first["metadata"]["name"]
     assert second["metadata"]["name"].startswith("x-")
+
+
+def test_stored_json_is_held_in_a_buffer_of_its_own_size(reg: Registry) -> None:
+    # orjson hands back its output in the (4 KiB or more) buffer it grew: 150,000 stored pods
+    # would each hold that much. The store keeps exactly the JSON.
+    cms = reg.type("", "v1", "configmaps")
+    reg.create(cms, "default", {**cm("a"), "data": {"k": "v"}})
+    stored = reg.store.get(cms, "default", "a")
+    assert stored is not None
+    assert sys.getsizeof(stored.raw) - len(stored.raw) < 64
+    assert orjson.loads(stored.raw)["data"] == {"k": "v"}
+    assert sys.getsizeof(encode({"x": "y" * 100})) < 200
+
+
+def test_decoded_views_are_shared_while_recent_and_not_pinned(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    views = store_module._Views(3)
+    monkeypatch.setattr(store_module, "_VIEWS", views)
+    reg = Registry(Store(history=5))
+    cms = reg.type("", "v1", "configmaps")
+    for i in range(5):
+        reg.create(cms, "default", cm(f"c{i}", {"i": str(i)}))
+    stored = [reg.store.get(cms, "default", f"c{i}") for i in range(5)]
+    assert all(s is not None for s in stored)
+    first = stored[0].view  # type: ignore[union-attr]
+    assert stored[0].view is first  # type: ignore[union-attr]
+    for s in stored[1:]:
+        assert s.view["metadata"]["labels"] == {"i": s.labels["i"]}  # type: ignore[union-attr]
+    # Four other objects read since: the first one's decoded form is no longer held...
+    assert len(views._views) == 3 and stored[0] not in views._views
+    # ...and reading it again decodes the same object afresh.
+    again = stored[0].view  # type: ignore[union-attr]
+    assert again is not first and again == first
+    # Field selectors (computed from the view) still see every object.
+    assert [s.fields["metadata.name"] for s in stored] == [f"c{i}" for i in range(5)]  # type: ignore[union-attr]
+
+
+def test_the_store_knows_which_objects_are_being_deleted(reg: Registry) -> None:
+    cms = reg.type("", "v1", "configmaps")
+    reg.create(cms, "default", {**cm("held"), "metadata": {
+        **cm("held")["metadata"], "finalizers": ["example.com/hold"]}})
+    reg.create(cms, "default", cm("other"))
+    table = reg.store.table(cms)
+    assert table.terminating == set()
+    reg.delete(cms, "default", "held", {"propagationPolicy": "Orphan"})
+    assert table.terminating == {("default", "held")}
+    held = reg.get(cms, "default", "held")
+    assert held["metadata"]["deletionTimestamp"]
+    assert "orphan" in held["metadata"]["finalizers"]
+    # The finalizers removed, the object goes, and with it its mark.
+    held["metadata"]["finalizers"] = []
+    reg.update(cms, "default", "held", held)
+    assert reg.store.get(cms, "default", "held") is None
+    assert table.terminating == set()
+
+
+def test_the_garbage_collectors_resync_finds_owners_waiting_for_it(reg: Registry) -> None:
+    from pyscheduler_sim.controllers import GarbageCollector
+
+    gc = GarbageCollector(reg)
+    cms = reg.type("", "v1", "configmaps")
+    for name in ("orphaning", "foreground", "plain"):
+        reg.create(cms, "default", {**cm(name), "metadata": {
+            **cm(name)["metadata"], "finalizers": ["example.com/hold"]}})
+    reg.delete(cms, "default", "orphaning", {"propagationPolicy": "Orphan"})
+    reg.delete(cms, "default", "foreground", {"propagationPolicy": "Foreground"})
+    reg.delete(cms, "default", "plain", {})
+    owners = sorted(k for k in gc.all_keys() if isinstance(k, tuple) and k[0] == "owner")
+    assert owners == [("owner", cms.key, "default", "foreground"),
+                      ("owner", cms.key, "default", "orphaning")]
