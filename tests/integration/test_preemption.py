@@ -275,17 +275,18 @@ def test_failed_evictions_and_a_new_leader_still_finish_the_preemption(
         assert len(running(core, ns, "low")) == 2  # no deletion got through
     finally:
         first.stop()
-    # Retrying while its evictions failed, the first scheduler may have nominated again (the
-    # other node): what the second reads back is the nomination on the pod now.
-    nominated = core.read_namespaced_pod("high", ns).status.nominated_node_name
-    assert nominated
+    # The nomination was left on the pod: the second scheduler reads it back.
+    assert core.read_namespaced_pod("high", ns).status.nominated_node_name
     sim.call(lambda: sim.cluster.server.clear_failures())
     second = SchedulerThread(sim.kubeconfig, leaderElection={"enabled": False}, seed=4).start()
     try:
         wait_for(lambda: core.read_namespaced_pod("high", ns).spec.node_name,
                  timeout=30, what="the new scheduler finishing the preemption")
-        assert len(running(core, ns, "low")) == 1
-        assert nominated in {p.spec.node_name for p in
-                             core.list_namespaced_pod(ns, label_selector="app=high").items}
+        left = running(core, ns, "low")
+        assert len(left) == 1
+        # It preempted again (on the nominated node, or on the other: kube's candidate choice
+        # does not prefer the nominated node) and took the room its one victim left.
+        high = core.read_namespaced_pod("high", ns).spec.node_name
+        assert high not in {p.spec.node_name for p in left}
     finally:
         second.stop()
