@@ -47,6 +47,7 @@ from pyscheduler.api.names import (
     DECISION_ANNOTATION,
     EXPLAIN_ANNOTATION,
     VIRTUAL_LABEL,
+    VIRTUAL_NODE_PREFIX,
     virtual_node_name,
 )
 from pyscheduler.api.labels import LabelSelector
@@ -82,7 +83,7 @@ from pyscheduler.kube.errors import (
     is_retryable,
 )
 from pyscheduler.kube.events import EventRecorder
-from pyscheduler.kube.informer import Informer, drop_managed_fields
+from pyscheduler.kube.informer import Informer, drop_managed_fields, slim_pod
 from pyscheduler.metrics import AttemptResult, SchedulerMetrics
 from pyscheduler.plugins.default_preemption import PreemptionResult
 from pyscheduler.plugins.registry import build_profiles
@@ -194,7 +195,8 @@ class Scheduler:
         self._attempts: set[asyncio.Task[None]] = set()  # attempts awaiting a fragment
         self._housekeeping_task: asyncio.Task[None] | None = None
         self._pods = Informer(client, api_path("v1", "pods"), name="pods",
-                              on_add=self._pod_added, transform=drop_managed_fields,
+                              on_add=self._pod_added, transform=lambda obj: slim_pod(
+                                  obj, keep_status_of=_virtual_node),
                               on_update=self._pod_updated, on_delete=self._pod_deleted)
         self._nodes = Informer(client, api_path("v1", "nodes"), name="nodes",
                                transform=drop_managed_fields, on_add=self._node_set,
@@ -1188,6 +1190,12 @@ def _fragment_answers(decision: Obj, fragment: str) -> dict[str, str]:
     record = decision.setdefault("fragment", {"name": fragment, "answered": {}})
     answered: dict[str, str] = record["answered"]
     return answered
+
+
+def _virtual_node(node: str) -> bool:
+    """Whether ``node`` names a cloud pool's virtual node (whose pods' status the virtual-node
+    provider reads in full from the shared pods informer)."""
+    return node.startswith(VIRTUAL_NODE_PREFIX)
 
 
 def _finished(obj: Obj) -> bool:

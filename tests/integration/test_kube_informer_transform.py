@@ -44,3 +44,33 @@ def test_drop_managed_fields() -> None:
     drop_managed_fields(obj)
     assert obj == {"metadata": {"name": "a"}}
     drop_managed_fields({"metadata": None})  # nothing to drop, nothing raised
+
+
+def test_slim_pod_keeps_what_scheduling_reads_of_a_bound_pod() -> None:
+    from pyscheduler.kube.informer import slim_pod
+
+    def bound(node: str) -> dict[str, Any]:
+        return {"metadata": {"name": "p", "managedFields": [{}]},
+                "spec": {"nodeName": node, "containers": [{"name": "c"}]},
+                "status": {"phase": "Running", "startTime": "2026-01-01T00:00:00Z",
+                           "qosClass": "Burstable", "podIP": "10.0.0.1",
+                           "conditions": [{"type": "Ready", "status": "True"},
+                                          {"type": "DisruptionTarget", "status": "True"}],
+                           "containerStatuses": [{"name": "c", "ready": True}]}}
+
+    real = bound("n-0")
+    slim_pod(real, keep_status_of=lambda node: node.startswith("wssp-virtual-"))
+    assert real["status"] == {"phase": "Running", "startTime": "2026-01-01T00:00:00Z",
+                              "qosClass": "Burstable",
+                              "conditions": [{"type": "DisruptionTarget", "status": "True"}]}
+    assert "managedFields" not in real["metadata"]
+    assert real["spec"] == bound("n-0")["spec"]
+    # A pod on a virtual node keeps its whole status (the provider reads it); a pending pod
+    # keeps its conditions (the scheduler reads its PodScheduled condition).
+    virtual = bound("wssp-virtual-aci")
+    slim_pod(virtual, keep_status_of=lambda node: node.startswith("wssp-virtual-"))
+    assert virtual["status"] == bound("x")["status"]
+    pending = {"metadata": {"name": "q"}, "spec": {}, "status": {
+        "phase": "Pending", "conditions": [{"type": "PodScheduled", "status": "False"}]}}
+    slim_pod(pending)
+    assert pending["status"]["conditions"] == [{"type": "PodScheduled", "status": "False"}]
