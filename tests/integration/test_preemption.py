@@ -65,6 +65,10 @@ def ns(core: client.CoreV1Api) -> Iterator[str]:
              what="namespace emptied")
 
 
+#: The scheduler name of the leader-change test's own two schedulers.
+FAILOVER = "failover-sched"
+
+
 def template(app: str, priority_class: str, cpu: str = "1", **spec: Any) -> Obj:
     return {"metadata": {"labels": {"app": app}},
             "spec": {"schedulerName": "pyscheduler", "priorityClassName": priority_class,
@@ -259,17 +263,22 @@ def test_failed_evictions_and_a_new_leader_still_finish_the_preemption(
     """The API server refuses the victim's deletion and the scheduler is stopped right after
     it nominated: the nomination is on the pod, a second scheduler reads it back, preempts
     again and binds the pod — with exactly one pod evicted."""
-    first = SchedulerThread(sim.kubeconfig, leaderElection={"enabled": False}, seed=4).start()
+    # A scheduler name of its own: the module's scheduler (kept by other tests) must not bind
+    # these pods beside the two schedulers of this test.
+    first = SchedulerThread(sim.kubeconfig, schedulerName=FAILOVER,
+                            leaderElection={"enabled": False}, seed=4).start()
     try:
         for i in range(2):
             core.create_namespaced_pod(ns, {
                 "metadata": {"name": f"low{i}", "labels": {"app": "low"}},
-                "spec": template("low", "low", cpu="2")["spec"]})
+                "spec": {**template("low", "low", cpu="2")["spec"],
+                         "schedulerName": FAILOVER}})
         wait_for(lambda: len(running(core, ns, "low")) == 2, what="low pods bound")
         sim.call(lambda: sim.cluster.server.inject_failures(
             "DELETE", rf"/namespaces/{ns}/pods/low", 500, 10**6))
         core.create_namespaced_pod(ns, {"metadata": {"name": "high", "labels": {"app": "high"}},
-                                        "spec": template("high", "high", cpu="2")["spec"]})
+                                        "spec": {**template("high", "high", cpu="2")["spec"],
+                                                 "schedulerName": FAILOVER}})
         wait_for(lambda: core.read_namespaced_pod("high", ns).status.nominated_node_name,
                  what="the nomination written before the victims")
         assert len(running(core, ns, "low")) == 2  # no deletion got through
@@ -278,7 +287,8 @@ def test_failed_evictions_and_a_new_leader_still_finish_the_preemption(
     # The nomination was left on the pod: the second scheduler reads it back.
     assert core.read_namespaced_pod("high", ns).status.nominated_node_name
     sim.call(lambda: sim.cluster.server.clear_failures())
-    second = SchedulerThread(sim.kubeconfig, leaderElection={"enabled": False}, seed=4).start()
+    second = SchedulerThread(sim.kubeconfig, schedulerName=FAILOVER,
+                             leaderElection={"enabled": False}, seed=4).start()
     try:
         wait_for(lambda: core.read_namespaced_pod("high", ns).spec.node_name,
                  timeout=30, what="the new scheduler finishing the preemption")
