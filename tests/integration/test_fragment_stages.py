@@ -17,6 +17,7 @@ from kubernetes import client, config
 from pyscheduler_sim.harness import BackgroundCluster
 from tests.conftest import SchedulerThread, wait_for
 from tests.fragment_cluster import apply_fragment, assumed, calls, fragment_cluster, held_at_permit
+from tests.integration.test_fragments import ALLOC_WAT
 
 wasmtime = pytest.importorskip("wasmtime")
 
@@ -52,17 +53,7 @@ def stages_wat(answers: dict[str, Answer], trap_in: str = "") -> str:
   (global $heap (mut i32) (i32.const 8192))
   {chr(10).join(data)}
   (func (export "wssp_abi_v1") (result i32) (i32.const 3))
-  (func (export "wssp_alloc") (param $size i32) (result i32)
-    (local $ptr i32) (local $end i32)
-    (local.set $ptr (i32.and (i32.add (global.get $heap) (i32.const 7)) (i32.const -8)))
-    (local.set $end (i32.add (local.get $ptr) (local.get $size)))
-    (if (i32.gt_u (local.get $end) (i32.mul (memory.size) (i32.const 65536)))
-      (then (if (i32.lt_s (memory.grow (i32.add (i32.shr_u (i32.sub (local.get $end)
-                  (i32.mul (memory.size) (i32.const 65536))) (i32.const 16)) (i32.const 1)))
-                (i32.const 0)) (then (return (i32.const 0))))))
-    (global.set $heap (local.get $end))
-    (local.get $ptr))
-  (func (export "wssp_init") (param $ctx i32) (param i32 i32) (result i32) (i32.const 0))
+{ALLOC_WAT}  (func (export "wssp_init") (param $ctx i32) (param i32 i32) (result i32) (i32.const 0))
   {chr(10).join(funcs)}
 )"""
 

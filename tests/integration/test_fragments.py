@@ -27,6 +27,20 @@ SCHEDULER = "frag-sched"
 NODES = 3
 
 
+#: A bump allocator for WAT test modules (``wssp_alloc``; needs a mutable global ``$heap``).
+ALLOC_WAT = """  (func (export "wssp_alloc") (param $size i32) (result i32)
+    (local $ptr i32) (local $end i32)
+    (local.set $ptr (i32.and (i32.add (global.get $heap) (i32.const 7)) (i32.const -8)))
+    (local.set $end (i32.add (local.get $ptr) (local.get $size)))
+    (if (i32.gt_u (local.get $end) (i32.mul (memory.size) (i32.const 65536)))
+      (then (if (i32.lt_s (memory.grow (i32.add (i32.shr_u (i32.sub (local.get $end)
+                  (i32.mul (memory.size) (i32.const 65536))) (i32.const 16)) (i32.const 1)))
+                (i32.const 0)) (then (return (i32.const 0))))))
+    (global.set $heap (local.get $end))
+    (local.get $ptr))
+"""
+
+
 def uniform_wat(*, verdict: int = 0, reason: str = "rejected", score: int = 50,
                 trap_in: str = "", keep_parity: int | None = None) -> str:
     """A fragment answering the same for every node: ``verdict`` (0 feasible, 1 ``reason``)
@@ -44,17 +58,7 @@ def uniform_wat(*, verdict: int = 0, reason: str = "rejected", score: int = 50,
   (global $heap (mut i32) (i32.const 4096))
   (data (i32.const 16) "{reason}")
   (func (export "wssp_abi_v1") (result i32) (i32.const 0))
-  (func (export "wssp_alloc") (param $size i32) (result i32)
-    (local $ptr i32) (local $end i32)
-    (local.set $ptr (i32.and (i32.add (global.get $heap) (i32.const 7)) (i32.const -8)))
-    (local.set $end (i32.add (local.get $ptr) (local.get $size)))
-    (if (i32.gt_u (local.get $end) (i32.mul (memory.size) (i32.const 65536)))
-      (then (if (i32.lt_s (memory.grow (i32.add (i32.shr_u (i32.sub (local.get $end)
-                  (i32.mul (memory.size) (i32.const 65536))) (i32.const 16)) (i32.const 1)))
-                (i32.const 0)) (then (return (i32.const 0))))))
-    (global.set $heap (local.get $end))
-    (local.get $ptr))
-  (func (export "wssp_init") (param $ctx i32) (param i32 i32) (result i32)
+{ALLOC_WAT}  (func (export "wssp_init") (param $ctx i32) (param i32 i32) (result i32)
     (i32.store offset=128 (local.get $ctx) (i32.const 16))
     (i32.store offset=132 (local.get $ctx) (i32.const {len(reason_bytes)}))
     (i32.const 0))
