@@ -144,7 +144,7 @@ def _requirement_text(key: str, op: str, values: tuple[str, ...]) -> str:
 class LabelSelector:
     """An immutable, pre-compiled label selector (AND of its requirements)."""
 
-    __slots__ = ("_nothing", "_preds", "requirements")
+    __slots__ = ("_nothing", "_preds", "_text", "requirements")
 
     requirements: tuple[Requirement, ...]
 
@@ -153,6 +153,7 @@ class LabelSelector:
         self.requirements = reqs
         self._nothing = nothing
         self._preds: tuple[_Predicate, ...] = tuple(_predicate(*r) for r in reqs)
+        self._text: str | None = None
 
     @property
     def empty(self) -> bool:
@@ -185,7 +186,9 @@ class LabelSelector:
         return None
 
     def __str__(self) -> str:
-        return ",".join(_requirement_text(*r) for r in self.requirements)
+        if self._text is None:
+            self._text = ",".join(_requirement_text(*r) for r in self.requirements)
+        return self._text
 
     def __repr__(self) -> str:
         return "LabelSelector(nothing)" if self._nothing else f"LabelSelector({str(self)!r})"
@@ -397,9 +400,60 @@ def label_selector_from_dict(sel: Mapping[str, Any] | None) -> LabelSelector:
     ``None`` gives :data:`NOTHING` (matches no object); a selector without
     ``matchLabels`` and ``matchExpressions`` gives :data:`EVERYTHING`.
     Raises :class:`SelectorError` for invalid keys, values or operators.
+
+    Selectors are immutable, and the pods of one workload carry the same ones: a selector
+    read before is answered from a bounded cache (the same object), not validated again.
     """
     if sel is None:
         return NOTHING
+    key = _selector_key(sel)
+    if key is None:  # not made of strings only: parse it, and report what is wrong
+        return _label_selector_from_dict(sel)
+    hit = _SELECTOR_CACHE.get(key)
+    if hit is None:
+        try:
+            hit = _label_selector_from_dict(sel)
+        except SelectorError as exc:
+            hit = exc
+        if len(_SELECTOR_CACHE) >= _SELECTOR_CACHE_SIZE:
+            _SELECTOR_CACHE.clear()
+        _SELECTOR_CACHE[key] = hit
+    if isinstance(hit, SelectorError):
+        raise SelectorError(str(hit))
+    return hit
+
+
+_SELECTOR_CACHE: dict[tuple[Any, ...], LabelSelector | SelectorError] = {}
+_SELECTOR_CACHE_SIZE = 4096
+
+
+def _selector_key(sel: Any) -> tuple[Any, ...] | None:
+    """A selector's content as a hashable key, when it holds nothing but strings where the
+    API has strings (the cache then answers exactly what parsing it again would); else None."""
+    if not isinstance(sel, Mapping):
+        return None
+    labels = sel.get("matchLabels") or {}
+    exprs = sel.get("matchExpressions") or []
+    if type(labels) is not dict or type(exprs) is not list:
+        return None
+    items = tuple(labels.items())
+    for k, v in items:
+        if type(k) is not str or type(v) is not str:
+            return None
+    parts = []
+    for e in exprs:
+        if type(e) is not dict:
+            return None
+        values = e.get("values") or []
+        key, op = e.get("key") or "", e.get("operator") or ""
+        if type(values) is not list or type(key) is not str or type(op) is not str \
+                or not all(type(v) is str for v in values):
+            return None
+        parts.append((key, op, tuple(values)))
+    return items, tuple(parts)
+
+
+def _label_selector_from_dict(sel: Mapping[str, Any]) -> LabelSelector:
     if not isinstance(sel, Mapping):
         raise SelectorError("label selector must be an object")
     labels = sel.get("matchLabels") or {}

@@ -83,26 +83,69 @@ def drop_managed_fields(obj: Obj) -> None:
 #: the kubelet's per-container report. Dropping the rest keeps 150,000 pods in memory.
 _BOUND_STATUS_KEPT = frozenset({"phase", "startTime", "nominatedNodeName", "qosClass"})
 _CONDITIONS_KEPT = frozenset({"DisruptionTarget"})
+#: What it keeps of its spec: what the cache counts of a pod on a node (requests, host ports,
+#: priority, inter-pod terms and spread constraints matched against incoming pods, volumes for
+#: the volume plugins) and what tells it from another pod. Tolerations, node selection, DNS,
+#: security context, service account, images, commands and environment are read of pending
+#: pods only.
+_BOUND_SPEC_KEPT = frozenset({
+    "nodeName", "schedulerName", "priority", "containers", "initContainers", "overhead",
+    "resources", "hostNetwork", "affinity", "topologySpreadConstraints", "volumes",
+    "nodeSelector", "schedulingGates"})
+_CONTAINER_KEPT = frozenset({"name", "resources", "ports", "restartPolicy"})
+#: kubectl's copy of the whole object as last applied: often an object's largest annotation,
+#: read by no one here.
+_LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration"
+
+
+def _slim_containers(containers: Any, host_network: bool) -> None:
+    for c in containers if isinstance(containers, list) else ():
+        if not isinstance(c, dict):
+            continue
+        for key in [k for k in c if k not in _CONTAINER_KEPT]:
+            del c[key]
+        ports = c.get("ports")
+        if isinstance(ports, list) and not host_network:
+            # Without hostNetwork only a port with a hostPort holds anything on the node.
+            held = [p for p in ports if not isinstance(p, dict) or p.get("hostPort")]
+            if held:
+                c["ports"] = held
+            else:
+                del c["ports"]
 
 
 def slim_pod(obj: Obj, *, keep_status_of: Callable[[str], bool] = lambda node: False) -> None:
     """:func:`drop_managed_fields`, and for a pod bound to a node (unless ``keep_status_of``
-    says its status is read in full there, as the virtual-node provider reads its own pods')
-    a status reduced to what scheduling reads."""
+    says the pod is read in full there, as the virtual-node provider and the rebalancer read
+    their own pods) only what the scheduler reads of a pod already on a node: a status reduced
+    to phase, start time, nomination and DisruptionTarget, a spec reduced to what the cache
+    counts (:data:`_BOUND_SPEC_KEPT`, and of each container its name, resources, ports held on
+    the host and restart policy), and the metadata without kubectl's last-applied copy."""
     drop_managed_fields(obj)
     spec = obj.get("spec")
     node = spec.get("nodeName") if isinstance(spec, dict) else None
-    status = obj.get("status")
-    if not node or not isinstance(status, dict) or keep_status_of(node):
+    if not node or not isinstance(node, str) or keep_status_of(node):
         return
-    conditions = status.get("conditions")
-    for key in [k for k in status if k not in _BOUND_STATUS_KEPT]:
-        del status[key]
-    if isinstance(conditions, list):
-        kept = [c for c in conditions if isinstance(c, dict) and c.get("type") in
-                _CONDITIONS_KEPT]
-        if kept:
-            status["conditions"] = kept
+    assert isinstance(spec, dict)
+    status = obj.get("status")
+    if isinstance(status, dict):
+        conditions = status.get("conditions")
+        for key in [k for k in status if k not in _BOUND_STATUS_KEPT]:
+            del status[key]
+        if isinstance(conditions, list):
+            kept = [c for c in conditions if isinstance(c, dict) and c.get("type") in
+                    _CONDITIONS_KEPT]
+            if kept:
+                status["conditions"] = kept
+    for key in [k for k in spec if k not in _BOUND_SPEC_KEPT]:
+        del spec[key]
+    host_network = bool(spec.get("hostNetwork"))
+    _slim_containers(spec.get("containers"), host_network)
+    _slim_containers(spec.get("initContainers"), host_network)
+    meta = obj.get("metadata")
+    annotations = meta.get("annotations") if isinstance(meta, dict) else None
+    if isinstance(annotations, dict):
+        annotations.pop(_LAST_APPLIED, None)
 
 
 def object_key(obj: Obj) -> str:

@@ -232,6 +232,30 @@ def test_label_selector_from_dict_errors(sel: Any, message: str) -> None:
     assert info.value.reason == message
 
 
+def test_selector_objects_read_twice_give_the_same_answer() -> None:
+    """Selectors of identical content are answered from a cache (one shared object); the
+    answer is always what parsing would give: errors again on every call, and content that
+    only looks alike (values as a string, not a list) parsed on its own."""
+    sel = {"matchLabels": {"app": "web"},
+           "matchExpressions": [{"key": "tier", "operator": "In", "values": ["a", "b"]}]}
+    first = label_selector_from_dict(sel)
+    again = label_selector_from_dict({"matchExpressions": [
+        {"key": "tier", "operator": "In", "values": ["a", "b"]}], "matchLabels": {"app": "web"}})
+    assert again is first and str(first) == "app=web,tier in (a,b)"
+    bad = {"matchExpressions": [{"key": "a", "operator": "In", "values": []}]}
+    for _ in range(2):
+        with pytest.raises(SelectorError, match="values set can't be empty"):
+            label_selector_from_dict(bad)
+    label_selector_from_dict({"matchExpressions": [
+        {"key": "a", "operator": "In", "values": ["x", "y"]}]})
+    with pytest.raises(SelectorError, match="must be strings"):
+        label_selector_from_dict({"matchExpressions": [
+            {"key": "a", "operator": "In", "values": "xy"}]})
+    with pytest.raises(SelectorError, match="must be strings"):
+        label_selector_from_dict({"matchExpressions": [
+            {"key": "a", "operator": "In", "values": [["x"]]}]})
+
+
 @pytest.mark.parametrize(
     ("labels", "candidate", "expected"),
     [
