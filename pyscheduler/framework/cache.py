@@ -45,13 +45,15 @@ class Cache:
         self.assumed_ttl = assumed_ttl
         self.clock = clock
         self.pods: dict[str, PodState] = {}
+        # The assumed among them, so that the once-a-second expiry and sizes walk the few
+        # bindings in flight, not every pod of the cluster.
+        self._assumed: dict[str, PodState] = {}
         self._waiting: dict[str, dict[str, PodInfo]] = {}  # node name -> uid -> pod
 
     # -- sizes (scheduler_cache_size) ----------------------------------------------------------
 
     def sizes(self) -> dict[str, int]:
-        assumed = sum(1 for s in self.pods.values() if s.assumed)
-        return {"assumed_pods": assumed, "pods": len(self.pods), "nodes": len(self.table.slots)}
+        return {"assumed_pods": len(self._assumed), "pods": len(self.pods), "nodes": len(self.table.slots)}
 
     # -- nodes ---------------------------------------------------------------------------------
 
@@ -87,7 +89,7 @@ class Cache:
     def assume(self, pod: PodInfo, node: str) -> None:
         if pod.uid in self.pods:
             raise ValueError(f"pod {pod.key} ({pod.uid}) is already in the cache")
-        self.pods[pod.uid] = PodState(pod, node, assumed=True)
+        self.pods[pod.uid] = self._assumed[pod.uid] = PodState(pod, node, assumed=True)
         self._place(pod, node)
 
     def finish_binding(self, uid: str) -> None:
@@ -101,6 +103,7 @@ class Cache:
         state = self.pods.get(uid)
         if state is not None and state.assumed:
             del self.pods[uid]
+            del self._assumed[uid]
             self._unplace(uid, state.node)
 
     def confirm(self, uid: str, node: str, labels: dict[str, str]) -> bool:
@@ -112,6 +115,7 @@ class Cache:
                 or state.pod.labels != labels:
             return False
         state.assumed = False
+        del self._assumed[uid]
         return True
 
     def refresh(self, uid: str, node: str, obj: dict[str, Any]) -> bool:
@@ -147,6 +151,7 @@ class Cache:
         state = self.pods.get(pod.uid)
         if state is not None:
             self._unplace(pod.uid, state.node)
+            self._assumed.pop(pod.uid, None)
         self.pods[pod.uid] = PodState(pod, pod.node_name, assumed=False)
         self._place(pod, pod.node_name)
 
@@ -156,14 +161,14 @@ class Cache:
         state = self.pods.pop(uid, None)
         if state is None:
             return None
+        self._assumed.pop(uid, None)
         self._unplace(uid, state.node)
         return state.pod
 
     def expire(self) -> list[PodInfo]:
         """Drop assumptions whose binding finished long ago without confirmation."""
         now = self.clock()
-        expired = [s for s in self.pods.values()
-                   if s.assumed and s.binding_done and s.deadline <= now]
+        expired = [s for s in self._assumed.values() if s.binding_done and s.deadline <= now]
         for s in expired:
             self.forget(s.pod.uid)
         return [s.pod for s in expired]

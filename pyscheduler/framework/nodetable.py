@@ -25,7 +25,10 @@ hole, ``valid[slot] == False``, which the next new node reuses):
   no node lists any more are reused.
 
 Every change bumps :attr:`generation`; ``row_generation[slot]`` records the generation at which a
-row last changed, so consumers can copy only changed rows. ``occupant[slot]`` changes only when a
+row last changed, so consumers can copy only changed rows. Pods carrying inter-pod affinity terms
+have a generation of their own (:attr:`term_generation`, ``term_row_generation[slot]``), bumped
+only when such a pod comes or goes: the index of existing pods' terms follows it and does not
+look at rows whose other pods changed. ``occupant[slot]`` changes only when a
 slot gets a new node or loses its node: an answer computed per row earlier (a fragment's verdicts,
 computed off the scheduling loop) still belongs to the same node where it is unchanged.
 
@@ -313,6 +316,8 @@ class NodeTable:
         self.valid: BoolArray = np.zeros(capacity, np.bool_)
         self.unschedulable: BoolArray = np.zeros(capacity, np.bool_)
         self.row_generation: IntArray = np.zeros(capacity, np.int64)
+        self.term_generation = 0
+        self.term_row_generation: IntArray = np.zeros(capacity, np.int64)
         self.occupant: IntArray = np.zeros(capacity, np.int64)  # bumped when a slot's node changes
         # Virtual nodes (cloud pools) are rows like any other, with what only they have.
         self.virtual: BoolArray = np.zeros(capacity, np.bool_)
@@ -385,6 +390,7 @@ class NodeTable:
         self.unschedulable, self.row_generation = grow(self.unschedulable), \
             grow(self.row_generation)
         self.occupant = grow(self.occupant)
+        self.term_row_generation = grow(self.term_row_generation)
         self.claim_count = grow(self.claim_count)
         self.virtual, self.not_ready = grow(self.virtual), grow(self.not_ready)
         self.max_instance, self.price = grow(self.max_instance), grow(self.price)
@@ -432,6 +438,10 @@ class NodeTable:
         if len(log) > 2 * self.CHANGE_LOG:
             del log[: self.CHANGE_LOG]
             self._log_base += self.CHANGE_LOG
+
+    def _touch_terms(self, slot: int) -> None:
+        self.term_generation += 1
+        self.term_row_generation[slot] = self.term_generation
 
     def changed_since(self, generation: int) -> npt.NDArray[np.intp]:
         """The rows changed after ``generation``, ascending, each once (cheap for the last
@@ -661,6 +671,7 @@ class NodeTable:
         nonzero[1] = min(int(nonzero[1]) + pod.nonzero_memory, REQUESTED_LIMIT)
         if has_affinity_terms(pod):
             self.term_pods[slot] += 1
+            self._touch_terms(slot)
         if pod.claims:
             self.claim_pods[slot] += 1
             self.claim_count[slot] += len(pod.claims)
@@ -696,6 +707,7 @@ class NodeTable:
         nonzero[1] = max(int(nonzero[1]) - pod.nonzero_memory, 0)
         if has_affinity_terms(pod):
             self.term_pods[slot] -= 1
+            self._touch_terms(slot)
         if pod.claims:
             self.claim_pods[slot] -= 1
             self.claim_count[slot] -= len(pod.claims)

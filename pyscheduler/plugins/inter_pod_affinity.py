@@ -44,7 +44,7 @@ Counting pods matching the incoming pod's terms uses the table's incremental mat
 ``reduceat`` and a few label masks, a hostname key with one domain per node works on the
 per-row counts directly). Existing pods' terms come from
 :class:`ExistingTermIndex`: per distinct term, how many pods carrying it run on each row,
-refreshed only for rows whose ``row_generation`` moved since the last call; matching the
+refreshed only for rows where a pod carrying terms came or went since the last call; matching the
 incoming pod is then one selector test per distinct term, not per pod. This index would
 naturally live in the NodeTable (kube's ``PodsWithAffinity`` /
 ``PodsWithRequiredAntiAffinity``); it is kept here until the table grows it.
@@ -129,15 +129,21 @@ REQUIRED_ANTI_AFFINITY, REQUIRED_AFFINITY, PREFERRED_AFFINITY, PREFERRED_ANTI_AF
 
 class ExistingTermIndex:
     """Per distinct (anti-)affinity term of existing pods, how many pods carrying it run on each
-    row; kept current from the table's ``row_generation``.
+    row; kept current from the table's ``term_row_generation`` (rows where a pod with terms
+    came or went).
 
     ``groups[kind]`` maps an :class:`AffinityTerm` to an int64 array over the table's capacity.
     Kinds: :data:`REQUIRED_ANTI_AFFINITY`, :data:`REQUIRED_AFFINITY`,
     :data:`PREFERRED_AFFINITY`, :data:`PREFERRED_ANTI_AFFINITY`. A pod listing the same term
     twice counts twice, as kube processes every term.
+
+    :meth:`candidates` answers the terms of a kind that may select a pod of a namespace: a
+    term naming its namespaces (most terms: the owning pod's own) is filed under each of them,
+    a term with a namespace selector under every namespace. An incoming pod is then tested
+    against the terms that could select it, not against every distinct term in the cluster.
     """
 
-    __slots__ = ("_table", "_seen", "_capacity", "_rows", "_totals", "groups")
+    __slots__ = ("_table", "_seen", "_capacity", "_rows", "_totals", "groups", "_by_namespace")
 
     def __init__(self) -> None:
         self._table: NodeTable | None = None
@@ -146,14 +152,34 @@ class ExistingTermIndex:
         self._rows: dict[int, list[tuple[int, AffinityTerm]]] = {}
         self._totals: dict[tuple[int, AffinityTerm], int] = {}
         self.groups: tuple[dict[AffinityTerm, IntArray], ...] = ({}, {}, {}, {})
+        # Per kind, built on demand and dropped when the kind's terms change: namespace ->
+        # its terms, and under None the terms with a namespace selector.
+        self._by_namespace: list[dict[str | None, list[AffinityTerm]] | None] = [None] * 4
+
+    def candidates(self, kind: int, namespace: str) -> list[AffinityTerm]:
+        """The terms of ``kind`` that may select a pod in ``namespace`` (a superset: the
+        caller still tests each with :func:`_matches`). Their order is not :attr:`groups`':
+        what callers do with them (or-ing rows, adding weights) does not depend on it."""
+        by_namespace = self._by_namespace[kind]
+        if by_namespace is None:
+            by_namespace = self._by_namespace[kind] = {}
+            for term in self.groups[kind]:
+                sel = term.namespace_selector
+                if sel is not None and not sel.matches_nothing:
+                    by_namespace.setdefault(None, []).append(term)
+                else:
+                    for ns in term.namespaces:
+                        by_namespace.setdefault(ns, []).append(term)
+        own = by_namespace.get(namespace, [])
+        selected = by_namespace.get(None)
+        return own + selected if selected and own else own or selected or []
 
     def sync(self, table: NodeTable) -> None:
         if table is not self._table:
             self._table, self._seen, self._capacity = table, -1, table.capacity
             self._rows, self._totals = {}, {}
             self.groups = ({}, {}, {}, {})
-        elif table.generation == self._seen:
-            return
+            self._by_namespace = [None] * 4
         if table.capacity != self._capacity:
             for kind in self.groups:
                 for term, counts in kind.items():
@@ -161,10 +187,12 @@ class ExistingTermIndex:
                     grown[: len(counts)] = counts
                     kind[term] = grown
             self._capacity = table.capacity
-        changed = np.flatnonzero(table.row_generation[: table.n] > self._seen)
+        if table.term_generation == self._seen:
+            return  # no pod with terms came or went (pods without terms do not matter)
+        changed = np.flatnonzero(table.term_row_generation[: table.n] > self._seen)
         for slot in changed.tolist():
             self._rescan(table, slot)
-        self._seen = table.generation
+        self._seen = table.term_generation
 
     def _rescan(self, table: NodeTable, slot: int) -> None:
         if not table.term_pods[slot] and slot not in self._rows:
@@ -190,10 +218,12 @@ class ExistingTermIndex:
             else:
                 del self._totals[key]
                 del self.groups[kind][term]
+                self._by_namespace[kind] = None
         for kind, term in entries:
             counts = self.groups[kind].get(term)
             if counts is None:
                 counts = self.groups[kind][term] = np.zeros(self._capacity, np.int64)
+                self._by_namespace[kind] = None
             counts[slot] += 1
             key = (kind, term)
             self._totals[key] = self._totals.get(key, 0) + 1
@@ -230,8 +260,10 @@ class InterPodAffinity:
         pod, table = ctx.pod, ctx.table
         self.index.sync(table)
         n = table.n
+        groups = self.index.groups[REQUIRED_ANTI_AFFINITY]
         existing: list[tuple[AffinityTerm, IntArray]] = [
-            (term, rows[:n]) for term, rows in self.index.groups[REQUIRED_ANTI_AFFINITY].items()
+            (term, groups[term][:n])
+            for term in self.index.candidates(REQUIRED_ANTI_AFFINITY, pod.namespace)
             if _matches(term, _term_namespaces(ctx, term), pod)]
         if not pod.affinity and not pod.anti_affinity and not existing:
             return FilterResult.all_pass()
@@ -339,9 +371,10 @@ class InterPodAffinity:
         if self.hard_pod_affinity_weight > 0:
             kinds.insert(0, (REQUIRED_AFFINITY, self.hard_pod_affinity_weight))
         for kind, fixed_weight in kinds:
-            for term, rows in groups[kind].items():
+            for term in self.index.candidates(kind, pod.namespace):
                 if not _matches(term, _term_namespaces(ctx, term), pod):
                     continue
+                rows = groups[kind][term]
                 weight = fixed_weight if fixed_weight is not None else term.weight
                 if kind == PREFERRED_ANTI_AFFINITY:
                     weight = -weight

@@ -206,3 +206,30 @@ def test_refresh_declines_what_it_cannot_take_alone() -> None:
     cache.assume(assumed, "n1")
     assert not cache.refresh(assumed.uid, "n1", assumed.raw)  # confirm's case, not this one
     assert not cache.refresh("unknown", "n1", bound.raw)
+
+
+def test_assumed_pods_are_counted_through_every_way_out() -> None:
+    """The count of assumed pods (scheduler_cache_size) and what expiry looks at follow each
+    way an assumption ends: confirmed, forgotten, replaced by the informer's view, deleted,
+    expired."""
+    clock = Clock()
+    cache = Cache(assumed_ttl=5.0, clock=clock)
+    cache.set_node(node("n1"))
+    names = ["confirmed", "forgotten", "replaced", "deleted", "expired"]
+    for name in names:
+        cache.assume(pod(name), "n1")
+    cache.add_pod(pod("bound", node_name="n1", phase="Running"))
+    assert cache.sizes() == {"assumed_pods": 5, "pods": 6, "nodes": 1}
+    assert cache.confirm("uid-confirmed", "n1", {})
+    cache.forget("uid-forgotten")
+    cache.add_pod(pod("replaced", node_name="n1", phase="Running"))
+    cache.remove_pod("uid-deleted")
+    assert cache.sizes() == {"assumed_pods": 1, "pods": 4, "nodes": 1}
+    for uid in ("uid-confirmed", "uid-replaced", "uid-expired"):
+        cache.finish_binding(uid)  # a no-op for pods no longer assumed
+    clock.now = 10.0
+    assert [p.name for p in cache.expire()] == ["expired"]
+    assert cache.sizes() == {"assumed_pods": 0, "pods": 3, "nodes": 1}
+    assert requested(cache, "n1") == [1500, 3, 3]
+    cache.assume(pod("again"), "n1")  # a new assumption after all that counts again
+    assert cache.sizes()["assumed_pods"] == 1

@@ -210,6 +210,61 @@ def test_table_growth_keeps_the_index() -> None:
         "n1": (EXISTING, False), "m39": (EXISTING, False)}
 
 
+
+def test_only_pods_with_terms_move_the_term_generation() -> None:
+    """The table's term generation (which the index of existing pods' terms follows) moves when
+    a pod carrying terms comes or goes, its node included, and not for other pods."""
+    table = build_table(NODES, {})
+    plugin = InterPodAffinity()
+    incoming = pod("p", "web")
+    plugin.filter(ctx_for(incoming, table))
+    before = table.term_generation
+    table.add_pod(table.slots["n1"], pod_info(pod("plain", "web")))
+    table.remove_pod(table.slots["n1"], "plain")
+    assert table.term_generation == before
+    guard = pod_info(term(pod("e", "db"), "anti", HOST, "web"))
+    table.add_pod(table.slots["n2"], guard)
+    assert table.term_generation == before + 1
+    assert verdicts(plugin.filter(ctx_for(incoming, table)), table) == {"n2": (EXISTING, False)}
+    table.add_pod(table.slots["n2"], pod_info(pod("plain2", "web")))  # the row changes...
+    assert verdicts(plugin.filter(ctx_for(incoming, table)), table) == {"n2": (EXISTING, False)}
+    table.remove_node("n2")  # ...and its node goes, with the pod carrying the term
+    assert table.term_generation == before + 2
+    assert plugin.filter(ctx_for(incoming, table)).passed is None
+
+
+def test_existing_terms_are_looked_up_by_the_incoming_pods_namespace() -> None:
+    """Existing pods' terms are filed by the namespaces they select: a pod of another namespace
+    is not held by a term of this one, a term with a namespace selector holds whatever its
+    selector picks, and terms coming and going (filed anew each time) are seen at once."""
+    table = build_table(NODES, {"n1": [term(pod("e", "db"), "anti", HOST, "web")]})
+    plugin = InterPodAffinity()
+    here, elsewhere = pod("p", "web"), pod("q", "web", namespace="other")
+    assert verdicts(plugin.filter(ctx_for(here, table)), table) == {"n1": (EXISTING, False)}
+    assert plugin.filter(ctx_for(elsewhere, table)).passed is None
+    # A term naming the other namespace, then one selecting namespaces of team y.
+    named = pod_info(term(pod("e2", "db"), "anti", HOST, "web", namespaces=["other"]))
+    table.add_pod(table.slots["n2"], named)
+    assert verdicts(plugin.filter(ctx_for(elsewhere, table)), table) == {
+        "n2": (EXISTING, False)}
+    by_selector = pod_info(term(pod("e3", "db", namespace="third"), "anti", HOST, "web",
+                                namespace_selector={"matchLabels": {"team": "y"}}))
+    table.add_pod(table.slots["n3"], by_selector)
+    assert verdicts(plugin.filter(ctx_for(elsewhere, table)), table) == {
+        "n2": (EXISTING, False), "n3": (EXISTING, False)}
+    assert verdicts(plugin.filter(ctx_for(here, table)), table) == {"n1": (EXISTING, False)}
+    table.remove_pod(table.slots["n2"], named.uid)
+    table.remove_pod(table.slots["n3"], by_selector.uid)
+    assert plugin.filter(ctx_for(elsewhere, table)).passed is None
+    # Scores follow the same filing: a preferred term of another namespace adds nothing.
+    table.add_pod(table.slots["n2"], pod_info(term(pod("e4", "db", namespace="other"),
+                                                   "preferred-anti", HOST, "web", weight=10)))
+    ctx = ctx_for(elsewhere, table)
+    feasible = np.ones(table.n, np.bool_)
+    assert plugin.score(ctx, feasible)[table.slots["n2"]] == 0
+    assert plugin.score(ctx, feasible).max() == 100
+    assert not plugin.score(ctx_for(here, table), feasible).any()
+
 # -- score --------------------------------------------------------------------------------------
 
 def scores(incoming: Obj, pods: dict[str, list[Obj]], feasible: Sequence[str] | None = None,
