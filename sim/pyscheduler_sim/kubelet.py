@@ -315,10 +315,13 @@ class KubeletFleet(Controller):
                 cs["state"] = {"running": {"startedAt": now}}
             statuses.append(cs)
         ready = "False" if fail else "True"
+        # The kubelet writes the conditions it owns and keeps everyone else's (PodScheduled,
+        # a DisruptionTarget a preemption wrote just before, readiness gates' conditions).
+        owned = (("PodReadyToStartContainers", "True"), ("Initialized", "True"),
+                 ("Ready", ready), ("ContainersReady", ready))
         conditions = [c for c in (pod.get("status") or {}).get("conditions") or ()
-                      if c.get("type") == "PodScheduled"]
-        for ctype, cstatus in (("PodReadyToStartContainers", "True"), ("Initialized", "True"),
-                               ("Ready", ready), ("ContainersReady", ready)):
+                      if c.get("type") not in {ctype for ctype, _ in owned}]
+        for ctype, cstatus in owned:
             conditions.append({"type": ctype, "status": cstatus, "lastProbeTime": None,
                                "lastTransitionTime": now})
         status = pod.setdefault("status", {})

@@ -463,3 +463,23 @@ def test_an_unbound_pod_is_deleted_at_once(core: client.CoreV1Api, namespace: st
     with pytest.raises(ApiException) as exc:
         core.read_namespaced_pod("pending", namespace)
     assert exc.value.status == 404
+
+
+def test_a_starting_pod_keeps_the_conditions_its_kubelet_does_not_own(
+        core: client.CoreV1Api, namespace: str) -> None:
+    """The kubelet writes Ready, ContainersReady, Initialized and PodReadyToStartContainers and
+    keeps every other condition: a DisruptionTarget written just before the pod started (a
+    preemption racing the start) is still there once it runs."""
+    core.create_namespaced_pod(namespace, {"metadata": {"name": "late"},
+                                           "spec": {"schedulerName": "nobody",
+                                                    **template("late")["spec"]}})
+    core.patch_namespaced_pod_status("late", namespace, {"status": {"conditions": [
+        {"type": "DisruptionTarget", "status": "True", "reason": "PreemptionByScheduler"},
+        {"type": "example.com/gate", "status": "False"}]}})
+    bind(core, namespace, "late", "node-0")
+    started = wait_for(lambda: (p := core.read_namespaced_pod("late", namespace))
+                       .status.phase == "Running" and p, what="running")
+    types = {c.type: c.status for c in started.status.conditions}
+    assert types == {"DisruptionTarget": "True", "example.com/gate": "False",
+                     "PodScheduled": "True", "PodReadyToStartContainers": "True", "Initialized": "True",
+                     "Ready": "True", "ContainersReady": "True"}, types

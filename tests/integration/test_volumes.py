@@ -190,11 +190,16 @@ def test_static_local_volumes_pin_pods_to_their_node(
                          {"key": "kubernetes.io/hostname", "operator": "In",
                           "values": [target]}]}]}}}})
     core.create_namespaced_persistent_volume_claim(ns, claim("fast", "local", size="5Gi"))
-    # Both volumes must have reached the scheduler's informer before the pod is created:
-    # otherwise the only one it knows is the right choice (kube-scheduler races the same way).
+    # Both volumes must have reached the scheduler's informer as Available (the PV
+    # controller's phase) before the pod is created: otherwise the only one it can use is the
+    # right choice (kube-scheduler races the same way).
     names = {f"local-{ns}-20gi", f"local-{ns}-10gi"}
-    wait_for(lambda: names <= scheduler.call(
-        lambda: set(scheduler.app.scheduler.cache.table.volumes.volumes)), what="volumes seen")
+
+    def available() -> set[str]:
+        volumes = scheduler.app.scheduler.cache.table.volumes.volumes
+        return {name for name, v in volumes.items() if v.phase == "Available"}
+
+    wait_for(lambda: names <= scheduler.call(available), what="volumes seen Available")
     core.create_namespaced_pod(ns, {"metadata": {"name": "p"},
                                     "spec": pod_spec({"data": "fast"})})
     assert wait_for(lambda: core.read_namespaced_pod("p", ns).spec.node_name, timeout=20,
