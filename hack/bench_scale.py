@@ -463,7 +463,10 @@ async def cluster_phase(args: argparse.Namespace, workdir: Path, sim_pid: int,
         result["first_binding_seconds"] = first - t0 if first is not None else None
         result["scheduler_rss_after_sync_mib"] = rss_kib(sched.pid)[0] / 1024
         result["server_cpu_seconds_during_start"] = cpu_seconds(sim_pid) - server_cpu0
+        spy = spy_on(args.profile, f"{'full' if workloads else 'empty'}-throughput-scheduler",
+                     sched.pid)
         result["throughput"] = await throughput(c, follower, "pod", args.measured, sched.pid)
+        spy.stop()
         if args.rate_seconds > 0 and (workloads or args.steady_on_empty):
             spies = [spy_on(args.profile, f"{'full' if workloads else 'empty'}-steady-{who}", pid)
                      for who, pid in (("server", sim_pid), ("scheduler", sched.pid))]
@@ -586,7 +589,8 @@ def main() -> int:
     parser.add_argument("--json", type=Path, default=None)
     parser.add_argument("--profile", type=Path, default=None, metavar="DIR",
                         help="py-spy records (raw collapsed stacks) into DIR: the scheduler's "
-                             "start on the full cluster, both processes during (d)")
+                             "start on the full cluster and its (c) on both, both processes "
+                             "during (d)")
     args = parser.parse_args()
     workloads = plan(args.pods, args.nodes)
     empty = None if args.skip_empty else run_cluster(args, None)
