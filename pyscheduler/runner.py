@@ -47,10 +47,8 @@ __all__ = ["SchedulerApp"]
 
 log = structlog.get_logger("pyscheduler.runner")
 
-#: The garbage collector's thresholds while the initial lists are read (``freeze_heap``): a
-#: young collection every 100,000 allocations, the older generations left alone until the heap
-#: is frozen.
-SYNC_GC_THRESHOLD = (100_000, 1000, 1000)
+#: How long the garbage collector may pause while the initial lists are read (``freeze_heap``).
+SYNC_GC_PAUSE_SECONDS = 60.0
 
 # How long releasing the Lease, and each other stop step, may take before stop goes on without.
 STOP_STEP_SECONDS = 3.0
@@ -153,20 +151,23 @@ class SchedulerApp:
         await self.health.start()
         self.fragments.storage = await self._storage_config()
         self.fragments.supervisor = self.supervisor
-        threshold = gc.get_threshold()
+        resume: asyncio.TimerHandle | None = None
         if self.freeze_heap:
-            # The initial lists build what lives as long as the process: collections that
-            # walk it again and again as it grows would cost a third of the sync. Young
-            # cycles are still collected, rarely.
-            gc.set_threshold(*SYNC_GC_THRESHOLD)
+            # The initial lists build what lives as long as the process, and every collection
+            # would walk all of it once more (a fifth of the sync at 150,000 pods): the
+            # collector pauses until the heap is frozen, at most SYNC_GC_PAUSE_SECONDS (an
+            # API server that cannot be reached must not let garbage pile up meanwhile).
+            gc.disable()
+            resume = asyncio.get_running_loop().call_later(SYNC_GC_PAUSE_SECONDS, gc.enable)
         informers = self.scheduler.start_informers()
         self.supervisor.watch_all(self.scheduler.tasks)
         try:
             await informers
         finally:
-            if self.freeze_heap:
+            if resume is not None:
+                resume.cancel()
                 gc.freeze()
-                gc.set_threshold(*threshold)
+                gc.enable()
         await self.fragments.start()
         self.supervisor.watch_all(self.fragments.tasks)
         le = self.config.leader_election
