@@ -196,7 +196,7 @@ class Scheduler:
         self._housekeeping_task: asyncio.Task[None] | None = None
         self._pods = Informer(client, api_path("v1", "pods"), name="pods",
                               on_add=self._pod_added, transform=lambda obj: slim_pod(
-                                  obj, keep_status_of=_virtual_node),
+                                  obj, keep_whole_on=_virtual_node),
                               on_update=self._pod_updated, on_delete=self._pod_deleted)
         self._nodes = Informer(client, api_path("v1", "nodes"), name="nodes",
                                transform=drop_managed_fields, on_add=self._node_set,

@@ -53,7 +53,8 @@ class Cache:
     # -- sizes (scheduler_cache_size) ----------------------------------------------------------
 
     def sizes(self) -> dict[str, int]:
-        return {"assumed_pods": len(self._assumed), "pods": len(self.pods), "nodes": len(self.table.slots)}
+        return {"assumed_pods": len(self._assumed), "pods": len(self.pods),
+                "nodes": len(self.table.slots)}
 
     # -- nodes ---------------------------------------------------------------------------------
 

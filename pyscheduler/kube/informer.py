@@ -114,8 +114,8 @@ def _slim_containers(containers: Any, host_network: bool) -> None:
                 del c["ports"]
 
 
-def slim_pod(obj: Obj, *, keep_status_of: Callable[[str], bool] = lambda node: False) -> None:
-    """:func:`drop_managed_fields`, and for a pod bound to a node (unless ``keep_status_of``
+def slim_pod(obj: Obj, *, keep_whole_on: Callable[[str], bool] = lambda node: False) -> None:
+    """:func:`drop_managed_fields`, and for a pod bound to a node (unless ``keep_whole_on``
     says the pod is read in full there, as the virtual-node provider and the rebalancer read
     their own pods) only what the scheduler reads of a pod already on a node: a status reduced
     to phase, start time, nomination and DisruptionTarget, a spec reduced to what the cache
@@ -124,7 +124,7 @@ def slim_pod(obj: Obj, *, keep_status_of: Callable[[str], bool] = lambda node: F
     drop_managed_fields(obj)
     spec = obj.get("spec")
     node = spec.get("nodeName") if isinstance(spec, dict) else None
-    if not node or not isinstance(node, str) or keep_status_of(node):
+    if not node or not isinstance(node, str) or keep_whole_on(node):
         return
     assert isinstance(spec, dict)
     status = obj.get("status")

@@ -44,8 +44,9 @@ Counting pods matching the incoming pod's terms uses the table's incremental mat
 ``reduceat`` and a few label masks, a hostname key with one domain per node works on the
 per-row counts directly). Existing pods' terms come from
 :class:`ExistingTermIndex`: per distinct term, how many pods carrying it run on each row,
-refreshed only for rows where a pod carrying terms came or went since the last call; matching the
-incoming pod is then one selector test per distinct term, not per pod. This index would
+refreshed only for rows where a pod carrying terms came or went since the last call; matching
+the incoming pod is then one selector test per distinct term that could select its namespace,
+not per pod. This index would
 naturally live in the NodeTable (kube's ``PodsWithAffinity`` /
 ``PodsWithRequiredAntiAffinity``); it is kept here until the table grows it.
 """
@@ -171,8 +172,8 @@ class ExistingTermIndex:
                     for ns in term.namespaces:
                         by_namespace.setdefault(ns, []).append(term)
         own = by_namespace.get(namespace, [])
-        selected = by_namespace.get(None)
-        return own + selected if selected and own else own or selected or []
+        selected = by_namespace.get(None, [])
+        return own + selected if own and selected else own or selected
 
     def sync(self, table: NodeTable) -> None:
         if table is not self._table:

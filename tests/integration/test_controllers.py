@@ -481,5 +481,5 @@ def test_a_starting_pod_keeps_the_conditions_its_kubelet_does_not_own(
                        .status.phase == "Running" and p, what="running")
     types = {c.type: c.status for c in started.status.conditions}
     assert types == {"DisruptionTarget": "True", "example.com/gate": "False",
-                     "PodScheduled": "True", "PodReadyToStartContainers": "True", "Initialized": "True",
-                     "Ready": "True", "ContainersReady": "True"}, types
+                     "PodScheduled": "True", "PodReadyToStartContainers": "True",
+                     "Initialized": "True", "Ready": "True", "ContainersReady": "True"}, types

@@ -6,6 +6,8 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+import pytest
+
 from pyscheduler.kube.client import KubeClient, api_path
 from pyscheduler.kube.informer import Informer, drop_managed_fields
 from pyscheduler_sim.harness import BackgroundCluster
@@ -59,7 +61,7 @@ def test_slim_pod_keeps_what_scheduling_reads_of_a_bound_pod() -> None:
                            "containerStatuses": [{"name": "c", "ready": True}]}}
 
     real = bound("n-0")
-    slim_pod(real, keep_status_of=lambda node: node.startswith("wssp-virtual-"))
+    slim_pod(real, keep_whole_on=lambda node: node.startswith("wssp-virtual-"))
     assert real["status"] == {"phase": "Running", "startTime": "2026-01-01T00:00:00Z",
                               "qosClass": "Burstable",
                               "conditions": [{"type": "DisruptionTarget", "status": "True"}]}
@@ -68,7 +70,7 @@ def test_slim_pod_keeps_what_scheduling_reads_of_a_bound_pod() -> None:
     # A pod on a virtual node keeps its whole status (the provider reads it); a pending pod
     # keeps its conditions (the scheduler reads its PodScheduled condition).
     virtual = bound("wssp-virtual-aci")
-    slim_pod(virtual, keep_status_of=lambda node: node.startswith("wssp-virtual-"))
+    slim_pod(virtual, keep_whole_on=lambda node: node.startswith("wssp-virtual-"))
     assert virtual["status"] == bound("x")["status"]
     pending = {"metadata": {"name": "q"}, "spec": {}, "status": {
         "phase": "Pending", "conditions": [{"type": "PodScheduled", "status": "False"}]}}
@@ -172,3 +174,21 @@ def test_slim_pod_leaves_what_the_cache_counts_of_a_bound_pod_unchanged() -> Non
     before = copy.deepcopy(pending)
     slim_pod(pending)
     assert pending == before
+
+
+@pytest.mark.parametrize("pod", [
+    {"metadata": "x", "spec": {"nodeName": "n", "containers": "x", "initContainers": [1, None]},
+     "status": []},
+    {"metadata": {"annotations": ["x"]}, "spec": {"nodeName": "n", "containers": [
+        {"name": "c", "ports": "x"}, {"name": "d", "ports": [1, {"hostPort": "x"}, {}]}]}},
+    {"spec": {"nodeName": 5, "containers": [{"image": "i"}]}},
+    {"spec": ["nodeName"]},
+    {"metadata": {"annotations": None}, "spec": {"nodeName": "n"}, "status": None},
+])
+def test_slim_pod_takes_any_shape(pod: dict[str, Any]) -> None:
+    """Whatever an API server sends, the transform changes what it understands and leaves the
+    rest: it never raises (a transform that raised would fail the whole list)."""
+    import copy
+
+    from pyscheduler.kube.informer import slim_pod
+    slim_pod(copy.deepcopy(pod))
