@@ -58,6 +58,7 @@ from pyscheduler.plugins.registry import build_profile  # noqa: E402
 from pyscheduler.settings import FragmentsConfig  # noqa: E402
 from pyscheduler.wasm.abi import StageAnswer  # noqa: E402
 from pyscheduler.wasm.fragment import Fragment  # noqa: E402
+from tests.wat import ALLOC_WAT  # noqa: E402
 
 DEFAULT = ROOT / "pyscheduler" / "wasm" / "fragments" / "default-v1.0.0.wasm"
 GANG = {"C": ROOT / "fragments" / "examples" / "gang" / "gang.wasm",
@@ -265,17 +266,7 @@ def minimal_wat() -> str:
   (global $heap (mut i32) (i32.const 8192))
   (data (i32.const 1024) "{_LABEL_LINE}")
   (func (export "wssp_abi_v1") (result i32) (i32.const 3))
-  (func (export "wssp_alloc") (param $size i32) (result i32)
-    (local $ptr i32) (local $end i32)
-    (local.set $ptr (i32.and (i32.add (global.get $heap) (i32.const 7)) (i32.const -8)))
-    (local.set $end (i32.add (local.get $ptr) (local.get $size)))
-    (if (i32.gt_u (local.get $end) (i32.mul (memory.size) (i32.const 65536)))
-      (then (if (i32.lt_s (memory.grow (i32.add (i32.shr_u (i32.sub (local.get $end)
-                  (i32.mul (memory.size) (i32.const 65536))) (i32.const 16)) (i32.const 1)))
-                (i32.const 0)) (then (return (i32.const 0))))))
-    (global.set $heap (local.get $end))
-    (local.get $ptr))
-  (func (export "wssp_init") (param $ctx i32) (param i32 i32) (result i32) (i32.const 0))
+{ALLOC_WAT}  (func (export "wssp_init") (param $ctx i32) (param i32 i32) (result i32) (i32.const 0))
   {chr(10).join(funcs)}
 )"""
 

@@ -17,7 +17,7 @@ from kubernetes import client, config
 from pyscheduler_sim.harness import BackgroundCluster
 from tests.conftest import SchedulerThread, wait_for
 from tests.fragment_cluster import apply_fragment, assumed, calls, fragment_cluster, held_at_permit
-from tests.integration.test_fragments import ALLOC_WAT
+from tests.wat import ALLOC_WAT
 
 wasmtime = pytest.importorskip("wasmtime")
 
