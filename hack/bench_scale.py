@@ -9,11 +9,10 @@ How it runs (as ``bench_scheduler.py e2e``): ``pyscheduler sim up`` (nodes of 4 
 (the shipped configuration unless ``--schedule-fragment`` says otherwise) in their own
 processes, on loopback; this process is the client.
 
-1. **Empty cluster**: ``NODES`` nodes, no pods. The scheduler starts; then ``MEASURED`` new pods
-   (100m / 500Mi, no owner, namespace ``bench``) are created from 32 workers and a watcher notes
-   each binding: throughput is measured pods over the time from the start of their creation
-   to the last binding, and the average of scheduler_perf's 1 s samples (first dropped).
-2. **Full cluster**: a fresh embedded cluster of ``NODES`` nodes, filled before the scheduler
+Two embedded clusters of ``NODES`` nodes run side by side, each with its own scheduler:
+
+1. **Empty cluster**: no pods. Its scheduler starts and waits.
+2. **Full cluster**: filled before its scheduler
    starts with ``PODS`` pods bound by this benchmark (``spec.nodeName`` set at creation, as a
    DaemonSet's or a restarted scheduler's pods arrive), as a real cluster's workloads are laid
    out: 150 namespaces; in each, ReplicaSets as Deployments leave them (labels ``app`` and
@@ -32,7 +31,13 @@ processes, on loopback; this process is the client.
    (a) ``pyscheduler run`` starts: the time to ``/readyz`` (every informer synced; polled every
        20 ms) and to the first binding (one pod waits for it, created before the start);
    (b) the scheduler's peak RSS (VmHWM) at the end;
-   (c) the same ``MEASURED`` pods as on the empty cluster, measured the same way;
+   (c) throughput: batches of ``MEASURED`` new pods (100m / 500Mi, no owner, namespace
+       ``bench``) created from 32 workers while a watcher notes each binding, on the empty and
+       the full cluster in turn, ``ROUNDS`` rounds in the order empty, full, full, empty, ...
+       (so that a drift of the machine's speed during the run weighs on both alike; the idle
+       cluster's processes stay up). A batch's throughput is its pods over the time from the
+       start of their creation to the last binding; also the average of scheduler_perf's 1 s
+       samples (first dropped). The ratio pools the batches of each cluster;
    (d) an open-loop load of ``RATE`` pods/s for ``SECONDS`` s (each pod created on its tick
        whatever the previous ones do): latency from creation to binding. The API server writes
        creationTimestamp and the PodScheduled condition's lastTransitionTime in whole seconds
@@ -89,6 +94,8 @@ NAMESPACES = 150
 SIZES = (2, 3, 5, 8, 10, 20, 30, 50, 100, 250)
 REQUESTS = ((50, 128), (100, 256), (50, 512), (200, 1024), (25, 64))  # (m CPU, Mi)
 ZONES = 3
+#: Measured pods (100m / 500Mi) every node of the full cluster keeps room for.
+NODES_ROOM_PODS = 6
 PHASE_SECONDS = 600.0  # every wait of a phase ends after this long
 
 
@@ -166,7 +173,7 @@ def plan(pods: int, nodes: int) -> list[Workload]:
     mem = [0] * nodes
     count = [0] * nodes
     # Leave room for the measured pods: the full cluster must still take them all.
-    cpu_cap, mem_cap = NODE_CPU_M - 600, NODE_MEM_MI - 4096
+    cpu_cap, mem_cap = NODE_CPU_M - NODES_ROOM_PODS * 100, NODE_MEM_MI - 4096
     cursor = 0
     for w in workloads:
         used: set[int] = set()
@@ -272,10 +279,12 @@ async def wait_ready(port: int, sched_pid: int, deadline: float) -> float | None
 # -- phases ----------------------------------------------------------------------------------
 
 async def throughput(c: Client, follower: Bindings, prefix: str, n: int,
-                     sched_pid: int) -> Obj:
-    """(c): ``n`` pods from 32 workers; the rate they are bound at."""
+                     sched_pid: int, server_pid: int) -> Obj:
+    """(c): ``n`` pods from 32 workers; the rate they are bound at, and what each process
+    (the scheduler, the API server, this load generator) spent on them."""
     names = [f"{prefix}-{i}" for i in range(n)]
     cpu0 = cpu_seconds(sched_pid)
+    server0, own0 = cpu_seconds(server_pid), cpu_seconds(os.getpid())
     t0 = time.monotonic()
 
     async def one(i: int) -> None:
@@ -291,8 +300,13 @@ async def throughput(c: Client, follower: Bindings, prefix: str, n: int,
             "creation_seconds": created,
             "pods_per_second": len(times) / (last - t0) if last > t0 else 0.0,
             "sample_average": statistics.mean(samples) if samples else 0.0,
+            "samples": samples,
             "scheduler_cpu_seconds_per_1000_pods":
-                (cpu_seconds(sched_pid) - cpu0) / max(len(times), 1) * 1000}
+                (cpu_seconds(sched_pid) - cpu0) / max(len(times), 1) * 1000,
+            "server_cpu_seconds_per_1000_pods":
+                (cpu_seconds(server_pid) - server0) / max(len(times), 1) * 1000,
+            "load_cpu_seconds_per_1000_pods":
+                (cpu_seconds(os.getpid()) - own0) / max(len(times), 1) * 1000}
 
 
 async def open_loop(c: Client, follower: Bindings, rate: float, seconds: float) -> Obj:
@@ -431,87 +445,160 @@ def scheduler_config(workdir: Path, port: int, schedule_fragment: str) -> Path:
     return path
 
 
-async def cluster_phase(args: argparse.Namespace, workdir: Path, sim_pid: int,
-                        workloads: list[Workload] | None) -> Obj:
-    """One cluster: fill it (when ``workloads``), start the scheduler, run (a)–(d)."""
-    result: Obj = {}
-    c = Client(workdir / "kubeconfig", max(args.concurrency, 64) + 8)
-    sched = None
-    watch: asyncio.Task[None] | None = None
-    try:
-        await create(c, "/api/v1/namespaces", {"metadata": {"name": "bench"}}, (201, 409))
-        if workloads:
-            result["fill"] = await fill(c, workloads, args.concurrency)
-            rss, peak = rss_kib(sim_pid)
-            result["server_rss_mib"] = rss / 1024
-            result["server_peak_rss_mib"] = peak / 1024
-            result["list_all_pods"] = await list_times(c)
-        follower, watch = await start_following(c)
-        await create(c, "/api/v1/namespaces/bench/pods", measured_pod("first"))
-        port = 10300 + os.getpid() % 1000
-        config = scheduler_config(workdir, port, args.schedule_fragment)
-        server_cpu0 = cpu_seconds(sim_pid)
-        t0 = time.monotonic()
-        sched = run_scheduler(workdir / "kubeconfig", config,
-                              {**os.environ, "PYTHONUNBUFFERED": "1"})
-        spy = spy_on(args.profile, "full-scheduler-start" if workloads else None, sched.pid)
-        ready = await wait_ready(port, sched.pid, t0 + PHASE_SECONDS)
-        spy.stop()
-        result["synced_seconds"] = ready - t0 if ready is not None else None
-        await follower.wait(["first"], t0 + PHASE_SECONDS)
-        first = follower.bound.get("first")
-        result["first_binding_seconds"] = first - t0 if first is not None else None
-        result["scheduler_rss_after_sync_mib"] = rss_kib(sched.pid)[0] / 1024
-        result["server_cpu_seconds_during_start"] = cpu_seconds(sim_pid) - server_cpu0
-        spy = spy_on(args.profile, f"{'full' if workloads else 'empty'}-throughput-scheduler",
-                     sched.pid)
-        result["throughput"] = await throughput(c, follower, "pod", args.measured, sched.pid)
-        spy.stop()
-        if args.rate_seconds > 0 and (workloads or args.steady_on_empty):
-            spies = [spy_on(args.profile, f"{'full' if workloads else 'empty'}-steady-{who}", pid)
-                     for who, pid in (("server", sim_pid), ("scheduler", sched.pid))]
-            result["steady"] = await open_loop(c, follower, args.rate, args.rate_seconds)
-            for spy in spies:
-                spy.stop()
-        result["scheduler_peak_rss_mib"] = rss_kib(sched.pid)[1] / 1024
-        result["server_rss_end_mib"] = rss_kib(sim_pid)[0] / 1024
-        result["watch_reconnects"] = follower.reconnects
-        return result
-    finally:
-        if watch is not None:
-            watch.cancel()
+class Cluster:
+    """One embedded cluster and the scheduler against it, alive across the phases, so that
+    the empty and the full cluster's (c) batches can alternate in time."""
+
+    def __init__(self, label: str, workdir: Path, sim: Any, client: Client) -> None:
+        self.label = label
+        self.workdir = workdir
+        self.sim = sim
+        self.c = client
+        self.sched: Any = None
+        self.follower: Bindings | None = None
+        self.watch: asyncio.Task[None] | None = None
+        self.result: Obj = {"throughput": []}
+
+    async def close(self) -> None:
+        if self.watch is not None:
+            self.watch.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):
-                await watch
-        await c.session.close()
-        interrupt(sched)
+                await self.watch
+        await self.c.session.close()
+        interrupt(self.sched)
+        interrupt(self.sim)
 
 
-def run_cluster(args: argparse.Namespace, workloads: list[Workload] | None) -> Obj:
-    with tempfile.TemporaryDirectory() as tmp:
-        workdir = Path(tmp)
-        (workdir / "cluster.yaml").write_text(yaml.safe_dump({
-            "nodePools": [{"name": "node", "count": args.nodes, "cpu": "4", "memory": "32Gi",
-                           "pods": NODE_PODS}], "kubelet": {"runPods": False}}))
-        t = time.monotonic()
-        sim = sim_up(workdir, workdir / "cluster.yaml", "--watch-history", "50000",
-                     "--no-cloud", env={**os.environ, "PYTHONUNBUFFERED": "1"})
-        try:
-            start = time.monotonic() - t
-            try:
-                import uvloop
-                result = uvloop.run(cluster_phase(args, workdir, sim.pid, workloads))
-            except ImportError:
-                result = asyncio.run(cluster_phase(args, workdir, sim.pid, workloads))
-            result["cluster_start_seconds"] = start
-            return result
-        finally:
-            interrupt(sim)
+async def open_cluster(args: argparse.Namespace, stack: contextlib.AsyncExitStack,
+                       workloads: list[Workload] | None, port: int) -> Cluster:
+    """Start an embedded cluster, fill it (when ``workloads``), start the scheduler: (a)."""
+    label = "full" if workloads else "empty"
+    workdir = Path(stack.enter_context(tempfile.TemporaryDirectory()))
+    (workdir / "cluster.yaml").write_text(yaml.safe_dump({
+        "nodePools": [{"name": "node", "count": args.nodes, "cpu": "4", "memory": "32Gi",
+                       "pods": NODE_PODS}], "kubelet": {"runPods": False}}))
+    t = time.monotonic()
+    sim = sim_up(workdir, workdir / "cluster.yaml", "--watch-history", "50000",
+                 "--no-cloud", env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    cluster = Cluster(label, workdir, sim,
+                      Client(workdir / "kubeconfig", max(args.concurrency, 64) + 8))
+    stack.push_async_callback(cluster.close)
+    result, c = cluster.result, cluster.c
+    result["cluster_start_seconds"] = time.monotonic() - t
+    await create(c, "/api/v1/namespaces", {"metadata": {"name": "bench"}}, (201, 409))
+    if workloads:
+        result["fill"] = await fill(c, workloads, args.concurrency)
+        rss, peak = rss_kib(sim.pid)
+        result["server_rss_mib"] = rss / 1024
+        result["server_peak_rss_mib"] = peak / 1024
+        result["list_all_pods"] = await list_times(c)
+    cluster.follower, cluster.watch = await start_following(c)
+    await create(c, "/api/v1/namespaces/bench/pods", measured_pod("first"))
+    config = scheduler_config(workdir, port, args.schedule_fragment)
+    server_cpu0 = cpu_seconds(sim.pid)
+    t0 = time.monotonic()
+    cluster.sched = run_scheduler(workdir / "kubeconfig", config,
+                                  {**os.environ, "PYTHONUNBUFFERED": "1"})
+    spy = spy_on(args.profile, f"{label}-scheduler-start" if workloads else None,
+                 cluster.sched.pid)
+    ready = await wait_ready(port, cluster.sched.pid, t0 + PHASE_SECONDS)
+    spy.stop()
+    result["synced_seconds"] = ready - t0 if ready is not None else None
+    await cluster.follower.wait(["first"], t0 + PHASE_SECONDS)
+    first = cluster.follower.bound.get("first")
+    result["first_binding_seconds"] = first - t0 if first is not None else None
+    result["scheduler_rss_after_sync_mib"] = rss_kib(cluster.sched.pid)[0] / 1024
+    result["server_cpu_seconds_during_start"] = cpu_seconds(sim.pid) - server_cpu0
+    return cluster
+
+
+async def batch(args: argparse.Namespace, cluster: Cluster, number: int) -> None:
+    """(c): one batch of ``MEASURED`` new pods on ``cluster``."""
+    assert cluster.follower is not None
+    spies = [spy_on(args.profile, f"{cluster.label}-throughput{number}-{who}", pid)
+             for who, pid in (("server", cluster.sim.pid), ("scheduler", cluster.sched.pid))]
+    cluster.result["throughput"].append(await throughput(
+        cluster.c, cluster.follower, f"pod{number}", args.measured, cluster.sched.pid,
+        cluster.sim.pid))
+    for spy in spies:
+        spy.stop()
+
+
+async def steady(args: argparse.Namespace, cluster: Cluster) -> None:
+    """(d) on ``cluster``."""
+    assert cluster.follower is not None
+    spies = [spy_on(args.profile, f"{cluster.label}-steady-{who}", pid)
+             for who, pid in (("server", cluster.sim.pid), ("scheduler", cluster.sched.pid))]
+    cluster.result["steady"] = await open_loop(cluster.c, cluster.follower, args.rate,
+                                               args.rate_seconds)
+    for spy in spies:
+        spy.stop()
+
+
+def finish(cluster: Cluster) -> Obj:
+    result = cluster.result
+    result["scheduler_peak_rss_mib"] = rss_kib(cluster.sched.pid)[1] / 1024
+    result["server_rss_end_mib"] = rss_kib(cluster.sim.pid)[0] / 1024
+    assert cluster.follower is not None
+    result["watch_reconnects"] = cluster.follower.reconnects
+    return result
+
+
+def batch_order(rounds: int) -> list[str]:
+    """Which cluster each (c) batch runs on: empty, full, then full, empty, and so on (ABBA:
+    a drift of the machine's speed over the run weighs on both alike)."""
+    order: list[str] = []
+    for r in range(rounds):
+        order += ["empty", "full"] if r % 2 == 0 else ["full", "empty"]
+    return order
+
+
+async def measure(args: argparse.Namespace, workloads: list[Workload]) -> tuple[Obj | None, Obj]:
+    port = 10300 + os.getpid() % 1000
+    async with contextlib.AsyncExitStack() as stack:
+        clusters: dict[str, Cluster] = {}
+        if not args.skip_empty:
+            clusters["empty"] = await open_cluster(args, stack, None, port + 1)
+        clusters["full"] = await open_cluster(args, stack, workloads, port)
+        number = 0
+        for label in batch_order(args.rounds):
+            if label in clusters:
+                number += 1
+                await batch(args, clusters[label], number)
+        if args.rate_seconds > 0:
+            await steady(args, clusters["full"])
+            if "empty" in clusters and args.steady_on_empty:
+                await steady(args, clusters["empty"])
+        results = {label: finish(cluster) for label, cluster in clusters.items()}
+    return results.get("empty"), results["full"]
 
 
 # -- output ----------------------------------------------------------------------------------
 
 def _f(value: Any, digits: int = 1) -> str:
     return "–" if value is None else f"{value:.{digits}f}"
+
+
+def pooled(batches: list[Obj]) -> Obj:
+    """(c) over several batches: pods over the sum of their times, CPU per pod over all."""
+    bound = sum(t["bound"] for t in batches)
+    seconds = sum(t["bound"] / t["pods_per_second"] for t in batches if t["pods_per_second"])
+    samples = [x for t in batches for x in t["samples"]]
+    out: Obj = {"pods": sum(t["pods"] for t in batches), "bound": bound,
+                "pods_per_second": bound / seconds if seconds else 0.0,
+                "sample_average": statistics.mean(samples) if samples else 0.0}
+    for key in ("scheduler", "server", "load"):
+        name = f"{key}_cpu_seconds_per_1000_pods"
+        out[name] = sum(t[name] * t["bound"] for t in batches) / max(bound, 1)
+    return out
+
+
+def interleave(empty: Obj | None, full: Obj) -> list[tuple[str, Obj]]:
+    """The (c) batches in the order they ran."""
+    queues = {"full": list(full["throughput"]),
+              "empty": list(empty["throughput"]) if empty else []}
+    return [(label, queues[label].pop(0)) for label in batch_order(len(full["throughput"]))
+            if queues[label]]
 
 
 def report(args: argparse.Namespace, empty: Obj | None, full: Obj) -> None:
@@ -542,17 +629,19 @@ def report(args: argparse.Namespace, empty: Obj | None, full: Obj) -> None:
              f"{empty['scheduler_peak_rss_mib']:.0f} MiB" if empty else "–"),
             ("    scheduler RSS after sync", f"{full['scheduler_rss_after_sync_mib']:.0f} MiB",
              "–", f"{empty['scheduler_rss_after_sync_mib']:.0f} MiB" if empty else "–")]
-    tf = full["throughput"]
-    te = empty["throughput"] if empty else None
+    tf = pooled(full["throughput"])
+    te = pooled(empty["throughput"]) if empty else None
     ratio = tf["pods_per_second"] / te["pods_per_second"] if te and te["pods_per_second"] else None
     rows.append((f"(c) {tf['pods']} new pods, pods/s (overall)",
                  f"{tf['pods_per_second']:.0f}", "–", f"{te['pods_per_second']:.0f}" if te else "–"))
     rows.append(("    pods/s (1 s samples, average)", f"{tf['sample_average']:.0f}", "–",
                  f"{te['sample_average']:.0f}" if te else "–"))
     rows.append(("    full / empty", _f(ratio, 2), f">= {GOALS['ratio']}", ""))
-    rows.append(("    scheduler CPU s per 1000 pods",
-                 f"{tf['scheduler_cpu_seconds_per_1000_pods']:.2f}", "–",
-                 f"{te['scheduler_cpu_seconds_per_1000_pods']:.2f}" if te else "–"))
+    for key, label in (("scheduler", "scheduler"), ("server", "API server"),
+                       ("load", "load generator")):
+        rows.append((f"    {label} CPU s per 1000 pods",
+                     f"{tf[key + '_cpu_seconds_per_1000_pods']:.2f}", "–",
+                     f"{te[key + '_cpu_seconds_per_1000_pods']:.2f}" if te else "–"))
     st = full.get("steady")
     if st:
         for key, label in (("latency_ms_from_sent", "create sent"),
@@ -566,6 +655,13 @@ def report(args: argparse.Namespace, empty: Obj | None, full: Obj) -> None:
                          f"<= {GOALS['p99_ms']:.0f} ms",
                          f"{empty_lat['p99']:.0f} ms" if empty_lat else "–"))
         rows.append(("    bound / created", f"{st['bound']} / {st['pods']}", "", ""))
+    batches = [(label, t) for label, t in interleave(empty, full)]
+    print(f"  (c) batches of {args.measured} pods in the order run: "
+          + ", ".join(f"{label} {t['pods_per_second']:.0f}/s" for label, t in batches))
+    if empty:
+        print("  (c) full / empty per round: " + ", ".join(
+            f"{f['pods_per_second'] / e['pods_per_second']:.2f}"
+            for e, f in zip(empty["throughput"], full["throughput"]) if e["pods_per_second"]))
     print(f"  {'figure':44s} {'full':>10s} {'goal':>12s} {'empty':>10s}")
     for name, value, goal, other in rows:
         print(f"  {name:44s} {value:>10s} {goal:>12s} {other:>10s}")
@@ -576,6 +672,8 @@ def main() -> int:
     parser.add_argument("--nodes", type=int, default=5000)
     parser.add_argument("--pods", type=int, default=150000, help="bound pods filling the cluster")
     parser.add_argument("--measured", type=int, default=10000, help="(c): new pods measured")
+    parser.add_argument("--rounds", type=int, default=2,
+                        help="(c): rounds of one batch on each cluster, in ABBA order")
     parser.add_argument("--rate", type=float, default=100.0, help="(d): pods per second")
     parser.add_argument("--rate-seconds", type=float, default=60.0,
                         help="(d): seconds of steady load (0: skip)")
@@ -592,9 +690,17 @@ def main() -> int:
                              "start on the full cluster and its (c) on both, both processes "
                              "during (d)")
     args = parser.parse_args()
+    room = NODES_ROOM_PODS * args.nodes
+    wanted = args.rounds * args.measured + int(args.rate * args.rate_seconds) + 1
+    if wanted > room:
+        parser.error(f"--rounds x --measured + --rate x --rate-seconds = {wanted} new pods do "
+                     f"not fit in the room the full cluster leaves ({room} pods of 100m)")
     workloads = plan(args.pods, args.nodes)
-    empty = None if args.skip_empty else run_cluster(args, None)
-    full = run_cluster(args, workloads)
+    try:
+        import uvloop
+        empty, full = uvloop.run(measure(args, workloads))
+    except ImportError:
+        empty, full = asyncio.run(measure(args, workloads))
     report(args, empty, full)
     if args.json:
         args.json.write_text(json.dumps({"empty": empty, "full": full}, indent=2))

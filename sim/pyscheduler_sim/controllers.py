@@ -78,6 +78,11 @@ def _selector(obj: Obj) -> Any:
 
 class ReplicaSetController(Controller):
     name = "replicaset-controller"
+    # A resync reconciles every ReplicaSet, each reading every pod of its namespace: with
+    # 3000 ReplicaSets over 150,000 pods, a second of the server's CPU. kube-controller-manager
+    # resyncs its informers every 12 to 24 hours; every 5 minutes here (a safety net only:
+    # every write that matters enqueues its ReplicaSet).
+    resync_seconds = 300.0
     # A reconcile reads every pod of the namespace. While thousands of a ReplicaSet's pods
     # change state (a burst turning Running), draining at most every 50 ms instead of 5 ms
     # keeps that cost from following every single pod update.
