@@ -16,6 +16,13 @@ Scenarios use nodes of 4 CPU / 32Gi / 110 pods and pods requesting 100m / 500Mi.
   ``--pod-fragment replace|extend`` annotates every pod with a fragment resource serving the
   packaged default fragment in that mode (filter and score), so the built-in profile and a
   fragment doing the same job can be compared end to end (run with ``--schedule-fragment none``).
+* ``pairs``: the shipped configuration (``--schedule-fragment``, ``default:v1.0.0``) against the
+  built-in profile alone, end to end as ``e2e``: two embedded clusters of ``--nodes`` nodes,
+  each with its own scheduler and ``--initial`` pods, both up at once; then ``--rounds``
+  rounds of one batch of ``--pods`` pods per configuration, alternating shipped, built-ins,
+  built-ins, shipped, ... (ABBA: the machine's speed drifts by 10–20 % within minutes here, and
+  alternating batches weigh a drift on both alike, where separate runs minutes apart do not).
+  Reports each pair's ratio, the pooled ratio and each side's scheduler CPU per 1000 pods.
 * ``--py-spy FILE`` (e2e): py-spy samples the scheduler process over the measured pods and
   writes FILE (``.txt``: collapsed stacks, ``.json``: speedscope, otherwise a flame graph SVG).
 * ``--node-images N`` (algorithm): every node lists N images in ``status.images`` (two names
@@ -27,6 +34,7 @@ Results are printed as a table and written as JSON (``--json FILE``).
 
     python hack/bench_scheduler.py algorithm --nodes 5000 --pods 10000
     python hack/bench_scheduler.py e2e --nodes 5000 --initial 1000 --pods 10000
+    python hack/bench_scheduler.py pairs --rounds 3   # shipped against built-ins, ABBA
     python hack/bench_scheduler.py all        # the three scheduler_perf scenarios + algorithm
 """
 
@@ -34,6 +42,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
 import signal
@@ -174,6 +183,22 @@ def _metric_quantiles(text: str, name: str) -> dict[str, float]:
     return out
 
 
+async def create_pods(c: Client, prefix: str, n: int, concurrency: int,
+                      scheduler: str = "pyscheduler", fragment: str | None = None) -> None:
+    """Create ``n`` measured pods (100m / 500Mi) in namespace ``bench`` from ``concurrency``
+    workers; ``fragment``: the fragment resource each names in its annotation."""
+    async def create(i: int) -> None:
+        p = pod_obj(i, prefix)
+        del p["metadata"]["uid"]
+        p["spec"]["schedulerName"] = scheduler
+        if fragment:
+            p["metadata"]["annotations"] = {"wssp/schedulefragment": fragment}
+        status, resp = await c.request("POST", "/api/v1/namespaces/bench/pods", p)
+        if status != 201:
+            raise RuntimeError(f"create failed {status}: {resp[:200]!r}")
+    await run_pool(n, concurrency, create)
+
+
 async def _e2e(args: argparse.Namespace, workdir: Path, sched_pid: int, server_pid: int,
                metrics_port: int) -> dict[str, Any]:
     import aiohttp
@@ -194,16 +219,8 @@ async def _e2e(args: argparse.Namespace, workdir: Path, sched_pid: int, server_p
             await _serve_fragment(c, args.pod_fragment)
 
         async def create_all(prefix: str, n: int, scheduler: str = "pyscheduler") -> None:
-            async def create(i: int) -> None:
-                p = pod_obj(i, prefix)
-                del p["metadata"]["uid"]
-                p["spec"]["schedulerName"] = scheduler
-                if args.pod_fragment:
-                    p["metadata"]["annotations"] = {"wssp/schedulefragment": FRAGMENT_RESOURCE}
-                status, resp = await c.request("POST", "/api/v1/namespaces/bench/pods", p)
-                if status != 201:
-                    raise RuntimeError(f"create failed {status}: {resp[:200]!r}")
-            await run_pool(n, args.concurrency, create)
+            await create_pods(c, prefix, n, args.concurrency, scheduler,
+                              FRAGMENT_RESOURCE if args.pod_fragment else None)
 
         await create_all("init", args.initial)
         while len(bound_times) < args.initial:
@@ -318,21 +335,128 @@ async def _serve_fragment(c: Client, mode: str) -> None:
     raise RuntimeError("the fragment resource did not become Ready in 30 s")
 
 
+def scheduler_settings(port: int, schedule_fragment: str) -> dict[str, Any]:
+    return {"leaderElection": {"enabled": False}, "metricsAddress": f"127.0.0.1:{port}",
+            "logLevel": os.environ.get("BENCH_SCHEDULER_LOG_LEVEL", "warning"),
+            "scheduleFragment": None if schedule_fragment == "none" else schedule_fragment,
+            "storage": {"allowedFileDirs": [str(PACKAGED_FRAGMENTS)]}}
+
+
 def bench_e2e(args: argparse.Namespace) -> dict[str, Any]:
     with tempfile.TemporaryDirectory() as tmp:
         workdir = Path(tmp)
         port = 10300 + os.getpid() % 1000
-        with fake_nodes_and_scheduler(workdir, args.nodes, {
-                "leaderElection": {"enabled": False}, "metricsAddress": f"127.0.0.1:{port}",
-                "logLevel": os.environ.get("BENCH_SCHEDULER_LOG_LEVEL", "warning"),
-                "scheduleFragment": None if args.schedule_fragment == "none"
-                else args.schedule_fragment,
-                "storage": {"allowedFileDirs": [str(PACKAGED_FRAGMENTS)]}}) as (sim, sched):
+        with fake_nodes_and_scheduler(workdir, args.nodes, scheduler_settings(
+                port, args.schedule_fragment)) as (sim, sched):
             try:
                 import uvloop
                 return uvloop.run(_e2e(args, workdir, sched.pid, sim.pid, port))
             except ImportError:
                 return asyncio.run(_e2e(args, workdir, sched.pid, sim.pid, port))
+
+
+async def _batch(c: Client, prefix: str, n: int, concurrency: int, sched_pid: int,
+                 ) -> dict[str, float]:
+    """Create ``n`` pods and wait for their bindings: pods/s from the start of their creation
+    to the last binding, and the scheduler's CPU seconds per 1000 of them."""
+    import orjson
+    status, body = await c.request("GET", "/api/v1/namespaces/bench/pods?limit=1")
+    rv = orjson.loads(body)["metadata"]["resourceVersion"]
+    times: list[float] = []
+    done = asyncio.Event()
+    watch = asyncio.create_task(count_bindings(c, "/api/v1/namespaces/bench/pods", rv, n,
+                                               times, done))
+    cpu0 = cpu_seconds(sched_pid)
+    t0 = time.monotonic()
+    try:
+        await create_pods(c, prefix, n, concurrency)
+        with contextlib.suppress(asyncio.TimeoutError):
+            await asyncio.wait_for(done.wait(), 600)
+    finally:
+        watch.cancel()
+    elapsed = (times[-1] if times else time.monotonic()) - t0
+    return {"bound": len(times), "pods_per_second": len(times) / elapsed if elapsed else 0.0,
+            "scheduler_cpu_seconds_per_1000_pods":
+                (cpu_seconds(sched_pid) - cpu0) / max(len(times), 1) * 1000}
+
+
+def pair_order(rounds: int) -> list[str]:
+    """The batches' order: shipped, built-ins, then built-ins, shipped, and so on (ABBA, so
+    that a drift of the machine's speed weighs on both configurations alike)."""
+    order: list[str] = []
+    for r in range(rounds):
+        order += ["shipped", "built-ins"] if r % 2 == 0 else ["built-ins", "shipped"]
+    return order
+
+
+def _in_order(rounds: int, batches: dict[str, list[dict[str, float]]],
+              ) -> list[tuple[str, dict[str, float]]]:
+    """The batches in the order they ran."""
+    queues = {label: list(runs) for label, runs in batches.items()}
+    return [(label, queues[label].pop(0)) for label in pair_order(rounds) if queues[label]]
+
+
+async def _pairs(args: argparse.Namespace, clusters: dict[str, tuple[Path, int]],
+                 ) -> dict[str, Any]:
+    clients = {label: Client(workdir / "kubeconfig", args.concurrency)
+               for label, (workdir, _) in clusters.items()}
+    try:
+        for label, c in clients.items():
+            await c.request("POST", "/api/v1/namespaces", {"metadata": {"name": "bench"}})
+            await _batch(c, "init", args.initial, args.concurrency, clusters[label][1])
+        batches: dict[str, list[dict[str, float]]] = {label: [] for label in clusters}
+        for number, label in enumerate(pair_order(args.rounds)):
+            batches[label].append(await _batch(clients[label], f"pod{number}", args.pods,
+                                               args.concurrency, clusters[label][1]))
+    finally:
+        for c in clients.values():
+            await c.session.close()
+    shipped, builtins = batches["shipped"], batches["built-ins"]
+
+    def pooled(runs: list[dict[str, float]], key: str) -> float:
+        if key == "pods_per_second":
+            seconds = sum(r["bound"] / r[key] for r in runs if r[key])
+            return sum(r["bound"] for r in runs) / seconds if seconds else 0.0
+        return sum(r[key] * r["bound"] for r in runs) / max(sum(r["bound"] for r in runs), 1)
+
+    return {
+        "scenario": f"pairs: e2e {args.nodes} nodes / {args.initial} initial / {args.pods} pods "
+                    f"per batch, scheduleFragment {args.schedule_fragment} (shipped) against "
+                    f"the built-ins alone, twin clusters, {args.rounds} rounds in ABBA order",
+        "order": ", ".join(f"{label} {run['pods_per_second']:.0f}/s"
+                           for label, run in _in_order(args.rounds, batches)),
+        "ratio_per_pair": ", ".join(f"{a['pods_per_second'] / b['pods_per_second']:.2f}"
+                                    for a, b in zip(shipped, builtins) if b["pods_per_second"]),
+        "shipped_pods_per_second": pooled(shipped, "pods_per_second"),
+        "builtins_pods_per_second": pooled(builtins, "pods_per_second"),
+        "ratio_pooled": pooled(shipped, "pods_per_second")
+                        / max(pooled(builtins, "pods_per_second"), 1e-9),
+        "shipped_scheduler_cpu_seconds_per_1000_pods":
+            pooled(shipped, "scheduler_cpu_seconds_per_1000_pods"),
+        "builtins_scheduler_cpu_seconds_per_1000_pods":
+            pooled(builtins, "scheduler_cpu_seconds_per_1000_pods"),
+        "batches": {"shipped": shipped, "built-ins": builtins},
+    }
+
+
+def bench_pairs(args: argparse.Namespace) -> dict[str, Any]:
+    """The shipped configuration and the built-ins alone, each with its own embedded cluster
+    of ``--nodes`` nodes and ``--initial`` pods, both up at once; batches of ``--pods`` pods
+    alternate between them."""
+    with contextlib.ExitStack() as stack:
+        clusters: dict[str, tuple[Path, int]] = {}
+        for k, (label, fragment) in enumerate((("shipped", args.schedule_fragment),
+                                               ("built-ins", "none"))):
+            workdir = Path(stack.enter_context(tempfile.TemporaryDirectory()))
+            port = 10300 + (os.getpid() + k) % 1000
+            _, sched = stack.enter_context(fake_nodes_and_scheduler(
+                workdir, args.nodes, scheduler_settings(port, fragment)))
+            clusters[label] = (workdir, sched.pid)
+        try:
+            import uvloop
+            return uvloop.run(_pairs(args, clusters))
+        except ImportError:
+            return asyncio.run(_pairs(args, clusters))
 
 
 def print_table(results: list[dict[str, Any]]) -> None:
@@ -341,6 +465,8 @@ def print_table(results: list[dict[str, Any]]) -> None:
         for k, v in r.items():
             if k == "scenario":
                 continue
+            if isinstance(v, dict) and not all(isinstance(x, (int, float)) for x in v.values()):
+                continue  # the details, in the JSON
             if isinstance(v, dict):
                 v = ", ".join(f"{kk} {vv:.2f}" for kk, vv in v.items())
             elif isinstance(v, float):
@@ -350,7 +476,9 @@ def print_table(results: list[dict[str, Any]]) -> None:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("mode", choices=["algorithm", "e2e", "all"])
+    parser.add_argument("mode", choices=["algorithm", "e2e", "pairs", "all"])
+    parser.add_argument("--rounds", type=int, default=3,
+                        help="pairs: rounds of one batch per configuration, in ABBA order")
     parser.add_argument("--nodes", type=int, default=5000)
     parser.add_argument("--initial", type=int, default=1000)
     parser.add_argument("--pods", type=int, default=10000)
@@ -374,6 +502,8 @@ def main() -> int:
                                        args.schedule_fragment))
     if args.mode == "e2e":
         results.append(bench_e2e(args))
+    if args.mode == "pairs":
+        results.append(bench_pairs(args))
     if args.mode == "all":
         for nodes, initial, pods in ((100, 0, 1000), (500, 0, 1000), (5000, 1000, 10000)):
             results.append(bench_e2e(argparse.Namespace(**{
