@@ -110,6 +110,7 @@ from pyscheduler.wasm.resource import (
     StageSpec,
     format_version,
     parse_resource,
+    resource_name,
     selector,
     status_patch,
 )
@@ -178,7 +179,7 @@ def packaged_spec(name: str, version: Version) -> FragmentSpec:
     """The spec of a fragment shipped in the package: it runs beside the built-in profile
     (filter and score extended; the default's score with weight 2 in place of the built-in
     resource scores, see :func:`_replaced_scores`) and defers to it when a call fails."""
-    resource = f"{name}-v{format_version(version)}"
+    resource = resource_name(name, version)
     weight = MOST_FREE_MEMORY_WEIGHT if name == DEFAULT_NAME else 1
     return FragmentSpec(
         resource_name=resource, name=name, version=version, generation=0, uid="",
@@ -813,7 +814,7 @@ class FragmentManager:
                 raise StageUnavailable(f'{what} "{name}" has no Ready version ({phases})')
             raise StageUnavailable(f'{what} "{name}" not found: no WsspSchedulerConfiguration '
                                    f"named {name}-v<version>")
-        resource = f"{name}-v{format_version(version)}"
+        resource = resource_name(name, version)
         entry = self.entries.get(resource)
         if entry is not None and entry.serving is not None:
             # a newer generation that failed to load leaves this serving
@@ -842,7 +843,7 @@ class FragmentManager:
             name, version = selector(wanted)
         except ValueError as exc:
             raise StageUnavailable(f"annotation {FRAGMENT_ANNOTATION}: {exc}") from None
-        resource = f"{name}-v{format_version(version)}" if version is not None else None
+        resource = resource_name(name, version) if version is not None else None
         entry = self.entries.get(resource) if resource is not None else None
         if entry is not None and entry.spec is not None and entry.spec.shadow:
             if entry.serving is None:

@@ -28,6 +28,7 @@ that two names can never mean the same version); pre-release and build suffixes 
 from __future__ import annotations
 
 import copy
+import functools
 import json
 import math
 import re
@@ -65,6 +66,7 @@ __all__ = [
     "StageSpec",
     "format_version",
     "parse_resource",
+    "resource_name",
     "selector",
     "split_name",
     "status_patch",
@@ -243,6 +245,13 @@ def split_name(name: str) -> tuple[str, tuple[int, int, int]] | None:
 def format_version(version: tuple[int, int, int]) -> str:
     """``(1, 2, 0)`` -> ``"1.2.0"``."""
     return ".".join(str(part) for part in version)
+
+
+@functools.lru_cache(maxsize=1024)
+def resource_name(name: str, version: tuple[int, int, int]) -> str:
+    """The name of the resource serving a fragment's version: ``("gpu", (1, 2, 0))`` ->
+    ``"gpu-v1.2.0"`` (cached: a pod's selection asks it for every attempt)."""
+    return f"{name}-v{format_version(version)}"
 
 
 def selector(annotation: str) -> tuple[str, tuple[int, int, int] | None]:
