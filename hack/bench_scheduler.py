@@ -356,7 +356,7 @@ def bench_e2e(args: argparse.Namespace) -> dict[str, Any]:
 
 
 async def _batch(c: Client, prefix: str, n: int, concurrency: int, sched_pid: int,
-                 ) -> dict[str, float]:
+                 spy_to: Path | None = None) -> dict[str, float]:
     """Create ``n`` pods and wait for their bindings: pods/s from the start of their creation
     to the last binding, and the scheduler's CPU seconds per 1000 of them."""
     import orjson
@@ -366,6 +366,7 @@ async def _batch(c: Client, prefix: str, n: int, concurrency: int, sched_pid: in
     done = asyncio.Event()
     watch = asyncio.create_task(count_bindings(c, "/api/v1/namespaces/bench/pods", rv, n,
                                                times, done))
+    spy = _start_py_spy(spy_to, sched_pid) if spy_to else None
     cpu0 = cpu_seconds(sched_pid)
     t0 = time.monotonic()
     try:
@@ -374,6 +375,9 @@ async def _batch(c: Client, prefix: str, n: int, concurrency: int, sched_pid: in
             await asyncio.wait_for(done.wait(), 600)
     finally:
         watch.cancel()
+        if spy is not None:
+            spy.send_signal(signal.SIGINT)  # py-spy writes its output on SIGINT
+            await asyncio.to_thread(spy.wait, 60)
     elapsed = (times[-1] if times else time.monotonic()) - t0
     return {"bound": len(times), "pods_per_second": len(times) / elapsed if elapsed else 0.0,
             "scheduler_cpu_seconds_per_1000_pods":
@@ -406,8 +410,9 @@ async def _pairs(args: argparse.Namespace, clusters: dict[str, tuple[Path, int]]
             await _batch(c, "init", args.initial, args.concurrency, clusters[label][1])
         batches: dict[str, list[dict[str, float]]] = {label: [] for label in clusters}
         for number, label in enumerate(pair_order(args.rounds)):
+            spy_to = args.py_spy / f"pairs-{number}-{label}.txt" if args.py_spy else None
             batches[label].append(await _batch(clients[label], f"pod{number}", args.pods,
-                                               args.concurrency, clusters[label][1]))
+                                               args.concurrency, clusters[label][1], spy_to))
     finally:
         for c in clients.values():
             await c.session.close()
@@ -492,7 +497,8 @@ def main() -> int:
                         help="the scheduler's scheduleFragment (none: the built-ins alone)")
     parser.add_argument("--py-spy", type=Path, default=None, metavar="FILE",
                         help="e2e: sample the scheduler with py-spy over the measured pods "
-                             "(FILE.txt: collapsed stacks, .json: speedscope, else SVG)")
+                             "(FILE.txt: collapsed stacks, .json: speedscope, else SVG); "
+                             "pairs: a directory, one FILE per batch")
     parser.add_argument("--node-images", type=int, default=0,
                         help="algorithm: images each node lists in status.images")
     args = parser.parse_args()
