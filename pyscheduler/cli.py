@@ -375,7 +375,9 @@ def build_parser(*, plugins: bool = True) -> argparse.ArgumentParser:
                         help="default: auto (console on a terminal, JSON lines otherwise)")
     parser = argparse.ArgumentParser(prog="pyscheduler", description=__doc__.split("\n\n")[0],
                                      parents=[common])
-    parser.set_defaults(log_level=None, log_format="auto")
+    # No set_defaults for these: it would set the default of the option's action, which the
+    # subcommands share (parents=[common]), and a subcommand would then overwrite a value
+    # given before its name (`pyscheduler --log-level debug run`). main() fills them in.
     sub = parser.add_subparsers(dest="command", required=True)
 
     run = sub.add_parser("run", help="run the scheduler against a cluster", parents=[common])
@@ -450,10 +452,20 @@ def build_parser(*, plugins: bool = True) -> argparse.ArgumentParser:
     return parser
 
 
-def main(argv: list[str] | None = None) -> int:
+def parse_command_line(argv: list[str] | None = None) -> argparse.Namespace:
+    """The command line's arguments; the logging options (given before or after the command
+    name, the later one winning) default to ``None`` (the configuration's level) and
+    ``auto``."""
     words = sys.argv[1:] if argv is None else argv
     parser = build_parser(plugins=_command(words) not in BUILTIN_COMMANDS)
     args = parser.parse_args(argv)
+    args.log_level = getattr(args, "log_level", None)
+    args.log_format = getattr(args, "log_format", "auto")
+    return args
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_command_line(argv)
     fmt = {"auto": None, "console": False, "json": True}[args.log_format]
     args.log_level_given = args.log_level
     configure_logging(args.log_level or "info", json=fmt)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from pyscheduler.cli import BUILTIN_COMMANDS, _command, build_parser
+from pyscheduler.cli import BUILTIN_COMMANDS, _command, build_parser, parse_command_line
 
 
 @pytest.mark.parametrize(("argv", "command"), [
@@ -25,3 +25,18 @@ def test_builtin_commands_parse_without_the_command_packages() -> None:
     args = parser.parse_args(["run", "--log-level", "warning", "--config", "c.yaml"])
     assert args.config == "c.yaml" and args.log_level == "warning"
     assert {"run", "fragment", "version"} == BUILTIN_COMMANDS
+
+
+@pytest.mark.parametrize(("argv", "level", "fmt"), [
+    pytest.param(["--log-level", "debug", "run"], "debug", "auto", id="before the command"),
+    pytest.param(["run", "--log-level", "error"], "error", "auto", id="after the command"),
+    pytest.param(["--log-level", "debug", "run", "--log-level", "error"], "error", "auto",
+                 id="both: the later wins"),
+    pytest.param(["--log-format", "json", "fragment", "list"], None, "json",
+                 id="format before a nested command"),
+    pytest.param(["run"], None, "auto", id="neither: the configuration's level"),
+])
+def test_logging_options_count_before_or_after_the_command(argv: list[str], level: str | None,
+                                                           fmt: str) -> None:
+    args = parse_command_line(argv)
+    assert (args.log_level, args.log_format) == (level, fmt)
