@@ -5,7 +5,8 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-stamp
 
 .PHONY: venv test typecheck lint-imports unit demo bench bench-apiserver bench-scheduler \
-	bench-fragments bench-bursting bench-fairness bench-shapes bench-startup bench-scale fragments \
+	bench-fragments bench-bursting bench-fairness bench-shapes bench-startup bench-scale bench-pairs \
+	fragments \
 	toolchain test-wasmer clean image wheel
 
 $(STAMP): setup.cfg pyproject.toml sim/pyproject.toml
@@ -70,14 +71,19 @@ demo: venv
 	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" bash hack/demo.sh
 
 # Benchmarks print figures and assert nothing about time.
-bench: bench-apiserver bench-scheduler bench-fragments bench-bursting bench-fairness bench-shapes \
-	bench-startup bench-scale
+bench: bench-apiserver bench-scheduler bench-pairs bench-fragments bench-bursting bench-fairness \
+	bench-shapes bench-startup bench-scale
 
 bench-apiserver: venv
 	$(PY) hack/bench_apiserver.py
 
 bench-scheduler: venv
 	$(PY) hack/bench_scheduler.py all --json bench-scheduler.json
+
+# The shipped configuration against the built-in profile alone: twin clusters, batches of
+# 10,000 pods alternating in ABBA order, each pair's ratio and the pooled one.
+bench-pairs: venv
+	$(PY) hack/bench_scheduler.py pairs --rounds 6 --json bench-pairs.json
 
 bench-fragments: venv
 	$(PY) hack/bench_fragments.py all --json bench-fragments.json
@@ -102,7 +108,8 @@ bench-startup: venv
 # Kubernetes' scale envelope: 5000 nodes and 150,000 bound pods (a mix of ReplicaSets with
 # spread and anti-affinity), beside an empty cluster of 5000 nodes: start-up to synced, peak
 # RSS, 10,000 new pods, creation-to-binding latency at 100 pods/s; the embedded API server's
-# RSS and list times at that size. Takes about 6 minutes (--pods 30000 for a quicker look).
+# RSS and list times at that size. The two clusters run side by side and (c)'s batches alternate
+# (ABBA). Takes about 9 minutes (--pods 30000 for a quicker look).
 bench-scale: venv
 	$(PY) hack/bench_scale.py --json bench-scale.json
 
