@@ -466,7 +466,6 @@ class Cluster:
                 await self.watch
         await self.c.session.close()
         interrupt(self.sched)
-        interrupt(self.sim)
 
 
 async def open_cluster(args: argparse.Namespace, stack: contextlib.AsyncExitStack,
@@ -480,6 +479,7 @@ async def open_cluster(args: argparse.Namespace, stack: contextlib.AsyncExitStac
     t = time.monotonic()
     sim = sim_up(workdir, workdir / "cluster.yaml", "--watch-history", "50000",
                  "--no-cloud", env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    stack.callback(interrupt, sim)  # after the scheduler and the client (last in, first out)
     cluster = Cluster(label, workdir, sim,
                       Client(workdir / "kubeconfig", max(args.concurrency, 64) + 8))
     stack.push_async_callback(cluster.close)
