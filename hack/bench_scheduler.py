@@ -360,6 +360,8 @@ async def _batch(c: Client, prefix: str, n: int, concurrency: int, sched_pid: in
     """Create ``n`` pods and wait for their bindings: pods/s from the start of their creation
     to the last binding, and the scheduler's CPU seconds per 1000 of them."""
     import orjson
+    if n <= 0:
+        return {"bound": 0, "pods_per_second": 0.0, "scheduler_cpu_seconds_per_1000_pods": 0.0}
     status, body = await c.request("GET", "/api/v1/namespaces/bench/pods?limit=1")
     rv = orjson.loads(body)["metadata"]["resourceVersion"]
     times: list[float] = []
