@@ -185,6 +185,31 @@ def rate_samples(times: list[float]) -> list[int]:
     return samples[1:-1] if len(samples) > 2 else samples
 
 
+def abba(rounds: int, first: str, second: str) -> list[str]:
+    """Which side each batch of ``rounds`` rounds runs on: first, second, then second, first,
+    and so on (ABBA: a drift of the machine's speed during the run weighs on both alike)."""
+    order: list[str] = []
+    for r in range(rounds):
+        order += [first, second] if r % 2 == 0 else [second, first]
+    return order
+
+
+def in_order(order: list[str], batches: dict[str, list[Any]]) -> list[tuple[str, Any]]:
+    """Each side's batches (in the order each side ran them) in the order they all ran."""
+    queues = {label: list(runs) for label, runs in batches.items()}
+    return [(label, queues[label].pop(0)) for label in order if queues.get(label)]
+
+
+def pooled(batches: list[dict[str, Any]], key: str) -> float:
+    """Several batches as one: ``pods_per_second`` as all their bound pods over all their
+    time, any other per-pod figure weighted by each batch's bound pods."""
+    bound = sum(b["bound"] for b in batches)
+    if key == "pods_per_second":
+        seconds = sum(b["bound"] / b[key] for b in batches if b[key])
+        return bound / seconds if seconds else 0.0
+    return sum(b[key] * b["bound"] for b in batches) / max(bound, 1)
+
+
 def describe(name: str, times: list[float], n: int) -> None:
     samples = rate_samples(times)
     elapsed = max(times) - min(times) if times else 0.0

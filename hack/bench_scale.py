@@ -77,8 +77,11 @@ sys.path.insert(0, str(Path(__file__).parent))
 from bench_perf_shapes import PySpy  # noqa: E402
 from bench_apiserver import (  # noqa: E402
     Client,
+    abba,
     cpu_seconds,
+    in_order,
     interrupt,
+    pooled,
     rate_samples,
     rss_kib,
     run_pool,
@@ -544,15 +547,6 @@ def finish(cluster: Cluster) -> Obj:
     return result
 
 
-def batch_order(rounds: int) -> list[str]:
-    """Which cluster each (c) batch runs on: empty, full, then full, empty, and so on (ABBA:
-    a drift of the machine's speed over the run weighs on both alike)."""
-    order: list[str] = []
-    for r in range(rounds):
-        order += ["empty", "full"] if r % 2 == 0 else ["full", "empty"]
-    return order
-
-
 async def measure(args: argparse.Namespace, workloads: list[Workload]) -> tuple[Obj | None, Obj]:
     port = 10300 + os.getpid() % 1000
     async with contextlib.AsyncExitStack() as stack:
@@ -561,7 +555,7 @@ async def measure(args: argparse.Namespace, workloads: list[Workload]) -> tuple[
             clusters["empty"] = await open_cluster(args, stack, None, port + 1)
         clusters["full"] = await open_cluster(args, stack, workloads, port)
         number = 0
-        for label in batch_order(args.rounds):
+        for label in abba(args.rounds, "empty", "full"):
             if label in clusters:
                 number += 1
                 await batch(args, clusters[label], number)
@@ -579,26 +573,16 @@ def _f(value: Any, digits: int = 1) -> str:
     return "–" if value is None else f"{value:.{digits}f}"
 
 
-def pooled(batches: list[Obj]) -> Obj:
-    """(c) over several batches: pods over the sum of their times, CPU per pod over all."""
-    bound = sum(t["bound"] for t in batches)
-    seconds = sum(t["bound"] / t["pods_per_second"] for t in batches if t["pods_per_second"])
+def pooled_throughput(batches: list[Obj]) -> Obj:
+    """(c) over several batches of one cluster (:func:`pooled`), and their 1 s samples."""
     samples = [x for t in batches for x in t["samples"]]
-    out: Obj = {"pods": sum(t["pods"] for t in batches), "bound": bound,
-                "pods_per_second": bound / seconds if seconds else 0.0,
+    out: Obj = {"pods": sum(t["pods"] for t in batches),
+                "pods_per_second": pooled(batches, "pods_per_second"),
                 "sample_average": statistics.mean(samples) if samples else 0.0}
     for key in ("scheduler", "server", "load"):
         name = f"{key}_cpu_seconds_per_1000_pods"
-        out[name] = sum(t[name] * t["bound"] for t in batches) / max(bound, 1)
+        out[name] = pooled(batches, name)
     return out
-
-
-def interleave(empty: Obj | None, full: Obj) -> list[tuple[str, Obj]]:
-    """The (c) batches in the order they ran."""
-    queues = {"full": list(full["throughput"]),
-              "empty": list(empty["throughput"]) if empty else []}
-    return [(label, queues[label].pop(0)) for label in batch_order(len(full["throughput"]))
-            if queues[label]]
 
 
 def report(args: argparse.Namespace, empty: Obj | None, full: Obj) -> None:
@@ -629,8 +613,8 @@ def report(args: argparse.Namespace, empty: Obj | None, full: Obj) -> None:
              f"{empty['scheduler_peak_rss_mib']:.0f} MiB" if empty else "–"),
             ("    scheduler RSS after sync", f"{full['scheduler_rss_after_sync_mib']:.0f} MiB",
              "–", f"{empty['scheduler_rss_after_sync_mib']:.0f} MiB" if empty else "–")]
-    tf = pooled(full["throughput"])
-    te = pooled(empty["throughput"]) if empty else None
+    tf = pooled_throughput(full["throughput"])
+    te = pooled_throughput(empty["throughput"]) if empty else None
     ratio = tf["pods_per_second"] / te["pods_per_second"] if te and te["pods_per_second"] else None
     rows.append((f"(c) {tf['pods']} new pods, pods/s (overall)",
                  f"{tf['pods_per_second']:.0f}", "–", f"{te['pods_per_second']:.0f}" if te else "–"))
@@ -655,7 +639,8 @@ def report(args: argparse.Namespace, empty: Obj | None, full: Obj) -> None:
                          f"<= {GOALS['p99_ms']:.0f} ms",
                          f"{empty_lat['p99']:.0f} ms" if empty_lat else "–"))
         rows.append(("    bound / created", f"{st['bound']} / {st['pods']}", "", ""))
-    batches = [(label, t) for label, t in interleave(empty, full)]
+    batches = in_order(abba(len(full["throughput"]), "empty", "full"),
+                       {"full": full["throughput"], "empty": (empty or {}).get("throughput", [])})
     print(f"  (c) batches of {args.measured} pods in the order run: "
           + ", ".join(f"{label} {t['pods_per_second']:.0f}/s" for label, t in batches))
     if empty:

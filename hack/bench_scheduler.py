@@ -69,9 +69,12 @@ from pyscheduler.wasm.manager import FragmentManager
 sys.path.insert(0, str(Path(__file__).parent))
 from bench_apiserver import (  # noqa: E402
     Client,
+    abba,
     count_bindings,
     cpu_seconds,
     fake_nodes_and_scheduler,
+    in_order,
+    pooled,
     rate_samples,
     rss_kib,
     run_pool,
@@ -386,20 +389,7 @@ async def _batch(c: Client, prefix: str, n: int, concurrency: int, sched_pid: in
                 (cpu_seconds(sched_pid) - cpu0) / max(len(times), 1) * 1000}
 
 
-def pair_order(rounds: int) -> list[str]:
-    """The batches' order: shipped, built-ins, then built-ins, shipped, and so on (ABBA, so
-    that a drift of the machine's speed weighs on both configurations alike)."""
-    order: list[str] = []
-    for r in range(rounds):
-        order += ["shipped", "built-ins"] if r % 2 == 0 else ["built-ins", "shipped"]
-    return order
-
-
-def _in_order(rounds: int, batches: dict[str, list[dict[str, float]]],
-              ) -> list[tuple[str, dict[str, float]]]:
-    """The batches in the order they ran."""
-    queues = {label: list(runs) for label, runs in batches.items()}
-    return [(label, queues[label].pop(0)) for label in pair_order(rounds) if queues[label]]
+SIDES = ("shipped", "built-ins")
 
 
 async def _pairs(args: argparse.Namespace, clusters: dict[str, tuple[Path, int]],
@@ -411,7 +401,7 @@ async def _pairs(args: argparse.Namespace, clusters: dict[str, tuple[Path, int]]
             await c.request("POST", "/api/v1/namespaces", {"metadata": {"name": "bench"}})
             await _batch(c, "init", args.initial, args.concurrency, clusters[label][1])
         batches: dict[str, list[dict[str, float]]] = {label: [] for label in clusters}
-        for number, label in enumerate(pair_order(args.rounds)):
+        for number, label in enumerate(abba(args.rounds, *SIDES)):
             spy_to = args.py_spy / f"pairs-{number}-{label}.txt" if args.py_spy else None
             batches[label].append(await _batch(clients[label], f"pod{number}", args.pods,
                                                args.concurrency, clusters[label][1], spy_to))
@@ -420,18 +410,12 @@ async def _pairs(args: argparse.Namespace, clusters: dict[str, tuple[Path, int]]
             await c.session.close()
     shipped, builtins = batches["shipped"], batches["built-ins"]
 
-    def pooled(runs: list[dict[str, float]], key: str) -> float:
-        if key == "pods_per_second":
-            seconds = sum(r["bound"] / r[key] for r in runs if r[key])
-            return sum(r["bound"] for r in runs) / seconds if seconds else 0.0
-        return sum(r[key] * r["bound"] for r in runs) / max(sum(r["bound"] for r in runs), 1)
-
     return {
         "scenario": f"pairs: e2e {args.nodes} nodes / {args.initial} initial / {args.pods} pods "
                     f"per batch, scheduleFragment {args.schedule_fragment} (shipped) against "
                     f"the built-ins alone, twin clusters, {args.rounds} rounds in ABBA order",
         "order": ", ".join(f"{label} {run['pods_per_second']:.0f}/s"
-                           for label, run in _in_order(args.rounds, batches)),
+                           for label, run in in_order(abba(args.rounds, *SIDES), batches)),
         "ratio_per_pair": ", ".join(f"{a['pods_per_second'] / b['pods_per_second']:.2f}"
                                     for a, b in zip(shipped, builtins) if b["pods_per_second"]),
         "shipped_pods_per_second": pooled(shipped, "pods_per_second"),
@@ -452,8 +436,7 @@ def bench_pairs(args: argparse.Namespace) -> dict[str, Any]:
     alternate between them."""
     with contextlib.ExitStack() as stack:
         clusters: dict[str, tuple[Path, int]] = {}
-        for k, (label, fragment) in enumerate((("shipped", args.schedule_fragment),
-                                               ("built-ins", "none"))):
+        for k, (label, fragment) in enumerate(zip(SIDES, (args.schedule_fragment, "none"))):
             workdir = Path(stack.enter_context(tempfile.TemporaryDirectory()))
             port = 10300 + (os.getpid() + k) % 1000
             _, sched = stack.enter_context(fake_nodes_and_scheduler(

@@ -85,9 +85,8 @@ _BOUND_STATUS_KEPT = frozenset({"phase", "startTime", "nominatedNodeName", "qosC
 _CONDITIONS_KEPT = frozenset({"DisruptionTarget"})
 #: What it keeps of its spec: what the cache counts of a pod on a node (requests, host ports,
 #: priority, inter-pod terms and spread constraints matched against incoming pods, volumes for
-#: the volume plugins) and what tells it from another pod. Tolerations, node selection, DNS,
-#: security context, service account, images, commands and environment are read of pending
-#: pods only.
+#: the volume plugins) and what tells it from another pod. Tolerations, DNS, security
+#: context, service account, images, commands and environment are read of pending pods only.
 _BOUND_SPEC_KEPT = frozenset({
     "nodeName", "schedulerName", "priority", "containers", "initContainers", "overhead",
     "resources", "hostNetwork", "affinity", "topologySpreadConstraints", "volumes",
