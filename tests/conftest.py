@@ -1,7 +1,16 @@
-"""Shared fixtures: an embedded cluster over real HTTP, and clients pointed at it."""
+"""Shared fixtures: a cluster over real HTTP — the embedded one, and a real kube-apiserver when
+``KUBEBUILDER_ASSETS`` names its binaries — and clients pointed at it.
+
+A test that asks for ``cluster`` (or a module fixture built with :func:`open_cluster`) runs once
+per server: ``[embedded]`` and ``[real]``. One real control plane serves the whole session;
+each module's nodes are registered on it and removed with everything the module made. A test
+that only one server can run says so by name: ``@pytest.mark.embedded_only("why")`` or
+``@pytest.mark.real_only("why")``.
+"""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import shutil
 import subprocess
@@ -15,6 +24,7 @@ import pytest
 from kubernetes import client, config
 
 from pyscheduler_sim.cluster import ClusterSpec, PoolSpec
+from pyscheduler_sim.envtest import ControlPlane, RealCluster, missing_assets
 from pyscheduler_sim.harness import BackgroundCluster
 
 KUBECTL = shutil.which("kubectl")
@@ -26,19 +36,83 @@ def small_cluster() -> ClusterSpec:
                        lease_renew_seconds=2.0)
 
 
+SERVERS = ("embedded", "real")
+#: Why the real-server runs are skipped on this machine (None: they run).
+NO_REAL_SERVER = missing_assets(("kube-apiserver", "etcd", "kube-controller-manager"))
+
+#: Either server's cluster, as tests see it.
+AnyCluster = BackgroundCluster | RealCluster
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "embedded_only(why): runs on the embedded cluster alone")
+    config.addinivalue_line("markers", "real_only(why): runs on a real kube-apiserver alone")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        server = getattr(item, "callspec", None) and item.callspec.params.get("server")
+        if server == "real" and NO_REAL_SERVER:
+            item.add_marker(pytest.mark.skip(reason=f"real kube-apiserver: {NO_REAL_SERVER}"))
+        for name, other in (("embedded_only", "real"), ("real_only", "embedded")):
+            marker = item.get_closest_marker(name)
+            if marker is not None and server == other:
+                why = marker.args[0] if marker.args else "not said"
+                item.add_marker(pytest.mark.skip(reason=f"{name.replace('_', ' ')}: {why}"))
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    skipped = [r for r in terminalreporter.stats.get("skipped", [])
+               if "[real" in r.nodeid or "-real" in r.nodeid]
+    if NO_REAL_SERVER and skipped:
+        terminalreporter.write_line(f"{len(skipped)} tests on a real kube-apiserver skipped: "
+                                    f"{NO_REAL_SERVER}")
+
+
+@pytest.fixture(scope="session", params=SERVERS)
+def server(request: pytest.FixtureRequest) -> str:
+    """Which server the test runs against: the embedded cluster or a real kube-apiserver."""
+    return str(request.param)
+
+
 @pytest.fixture(scope="session")
-def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BackgroundCluster]:
-    """One embedded cluster for the session; tests isolate themselves by namespace."""
-    with BackgroundCluster(small_cluster(), tmp_path_factory.mktemp("cluster")) as c:
+def control_plane() -> Iterator[ControlPlane]:
+    """The session's real control plane: etcd, kube-apiserver and kube-controller-manager."""
+    if NO_REAL_SERVER:
+        pytest.skip(NO_REAL_SERVER)
+    with ControlPlane() as plane:
+        yield plane
+
+
+@contextlib.contextmanager
+def open_cluster(request: pytest.FixtureRequest, spec: ClusterSpec, workdir: Path,
+                 **embedded: Any) -> Iterator[AnyCluster]:
+    """``spec``'s cluster on the server the test runs against (its ``server`` parameter)."""
+    if request.getfixturevalue("server") == "real":
+        if embedded:
+            raise AssertionError(f"embedded cluster options {sorted(embedded)} on a real server")
+        with RealCluster(request.getfixturevalue("control_plane"), spec) as real:
+            yield real
+    else:
+        with BackgroundCluster(spec, workdir, **embedded) as c:
+            yield c
+
+
+@pytest.fixture(scope="module")
+def cluster(request: pytest.FixtureRequest, server: str,
+            tmp_path_factory: pytest.TempPathFactory) -> Iterator[AnyCluster]:
+    """One cluster per server and module; tests isolate themselves by namespace. (A real
+    control plane holds one module's nodes at a time.)"""
+    with open_cluster(request, small_cluster(), tmp_path_factory.mktemp("cluster")) as c:
         yield c
 
 
-@pytest.fixture(scope="session")
-def api(cluster: BackgroundCluster) -> client.ApiClient:
+@pytest.fixture(scope="module")
+def api(cluster: AnyCluster) -> client.ApiClient:
     return config.new_client_from_config(config_file=str(cluster.kubeconfig))
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def core(api: client.ApiClient) -> client.CoreV1Api:
     return client.CoreV1Api(api)
 
@@ -53,11 +127,11 @@ def namespace(core: client.CoreV1Api) -> str:
 class Http:
     """Plain HTTPS requests with the cluster's token, for what typed clients cannot send."""
 
-    def __init__(self, cluster: BackgroundCluster) -> None:
+    def __init__(self, cluster: AnyCluster) -> None:
         import urllib3
 
         self.base = cluster.url
-        self.token = cluster.cluster.token
+        self.token = cluster.token
         self.pool = urllib3.PoolManager(ca_certs=str(cluster.ca_file), retries=False)
 
     def raw(self, method: str, path: str, body: Any = None,
@@ -73,11 +147,13 @@ class Http:
                  content_type: str = "application/json",
                  headers: dict[str, str] | None = None) -> tuple[int, Any]:
         r = self.raw(method, path, body, content_type, headers)
+        if "json" not in r.headers.get("Content-Type", ""):
+            return r.status, r.data.decode()  # a real server's mux 404 is plain text
         return r.status, json.loads(r.data)
 
 
-@pytest.fixture(scope="session")
-def http(cluster: BackgroundCluster) -> Http:
+@pytest.fixture(scope="module")
+def http(cluster: AnyCluster) -> Http:
     return Http(cluster)
 
 
@@ -99,8 +175,8 @@ class Kubectl:
         return json.loads(self(*args, "-o", "json").stdout)
 
 
-@pytest.fixture(scope="session")
-def kubectl(cluster: BackgroundCluster, tmp_path_factory: pytest.TempPathFactory) -> Kubectl:
+@pytest.fixture(scope="module")
+def kubectl(cluster: AnyCluster, tmp_path_factory: pytest.TempPathFactory) -> Kubectl:
     if KUBECTL is None:
         pytest.skip("kubectl is not installed on this machine")
     return Kubectl(cluster.kubeconfig, tmp_path_factory.mktemp("kubectl-cache"))

@@ -103,6 +103,19 @@ _TYPE_TEXT = {
 _VALUELESS = frozenset((REQUIRED, FORBIDDEN, TOO_LONG, "InternalError"))
 
 
+class _Omitted:
+    """apimachinery's ``field.OmitValueType``: an error that names no value."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "OMIT_VALUE"
+
+
+#: The value of an error that prints none (``Invalid value: <detail>``).
+OMIT_VALUE = _Omitted()
+
+
 class Verbatim(str):
     """A value printed without quotes (Go values that implement ``fmt.Stringer``)."""
 
@@ -190,7 +203,8 @@ class FieldError:
     def body(self) -> str:
         """The message without the field path (``ErrorBody()``; a Status cause's message)."""
         text = _TYPE_TEXT.get(self.type, self.type)
-        s = text if self.type in _VALUELESS else f"{text}: {_render(self.value)}"
+        s = text if self.type in _VALUELESS or self.value is OMIT_VALUE \
+            else f"{text}: {_render(self.value)}"
         return f"{s}: {self.detail}" if self.detail else s
 
     @property

@@ -3,7 +3,8 @@
 Each rule is compiled once with ``cel-python`` (a maintained implementation of the Common
 Expression Language) when its schema is compiled. At validation time a rule runs with ``self``
 bound to the value at its schema node; a rule that returns false is reported as
-kube-apiserver reports it: ``<path><fieldPath>: Invalid value: "<schema type>": <message>``
+kube-apiserver reports it: ``<path><fieldPath>: Invalid value: <message>`` at an object or array
+node, ``<path><fieldPath>: Invalid value: <the value>: <message>`` at a scalar one
 (``failed rule: <rule>`` without a message), ``Forbidden`` or ``Required value`` when the rule
 names that ``reason``. Rules run only when the object has no type errors (kube's "blocking"
 errors), and transition rules (those naming ``oldSelf``) only on update, where an old value
@@ -25,7 +26,7 @@ from celpy.adapter import json_to_cel
 from celpy.celparser import CELParseError
 from celpy.evaluation import CELEvalError
 
-from pyscheduler.api.validation import INVALID, FieldError, forbidden, required
+from pyscheduler.api.validation import INVALID, OMIT_VALUE, FieldError, forbidden, required
 
 __all__ = ["Rule", "RuleError", "compile_rules", "evaluate"]
 
@@ -102,5 +103,7 @@ def evaluate(rules: tuple[Rule, ...], value: object, old: object, has_old: bool,
         elif rule.reason == "FieldValueRequired":
             errs.append(required(where, message))
         else:
-            errs.append(FieldError(INVALID, where, schema_type, message))
+            # kube prints the value a rule failed on, except an object's or an array's.
+            shown = OMIT_VALUE if schema_type in ("object", "array") else value
+            errs.append(FieldError(INVALID, where, shown, message))
     return errs

@@ -76,9 +76,19 @@ class BackgroundCluster:
         except Exception as exc:  # the loop itself is stuck
             return f"  (cannot list them: the loop does not answer: {exc!r})"
 
+    kind = "embedded"
+
     @property
     def url(self) -> str:
         return self.cluster.url
+
+    @property
+    def token(self) -> str:
+        return self.cluster.token
+
+    def compact(self) -> None:
+        """Compact the store's history at its current revision (see ``Store.compact``)."""
+        self.call(lambda: self.cluster.registry.store.compact())
 
     def call(self, fn: Callable[[], T], timeout: float = 30) -> T:
         """Run ``fn`` on the cluster's event loop and return its result."""

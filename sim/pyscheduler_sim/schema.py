@@ -712,8 +712,12 @@ def _validate_object(v: dict[str, Any], n: _Node, path: str, run: _Run) -> None:
 
 def _validate_rules(v: object, n: _Node, path: str, old: object, has_old: bool,
                     errs: list[FieldError]) -> None:
-    """Evaluate ``x-kubernetes-validations`` depth first (children, then the node itself);
-    ``old`` is the value at the same place before an update (objects' properties only)."""
+    """Evaluate ``x-kubernetes-validations`` top down (the node's own rules, then its
+    children's, as kube's CEL validator walks); ``old`` is the value at the same place before
+    an update (objects' properties only)."""
+    if n.rules and v is not None:
+        errs.extend(evaluate(n.rules, v, old, has_old, path,
+                             n.types[0] if n.types else "object"))
     if isinstance(v, dict):
         old_map = old if has_old and isinstance(old, dict) else None
         for k, x in v.items():
@@ -725,9 +729,6 @@ def _validate_rules(v: object, n: _Node, path: str, old: object, has_old: bool,
     elif isinstance(v, list) and n.items is not None:
         for i, x in enumerate(v):
             _validate_rules(x, n.items, _index(path, i), None, False, errs)
-    if n.rules and v is not None:
-        errs.extend(evaluate(n.rules, v, old, has_old, path,
-                             n.types[0] if n.types else "object"))
 
 
 # ---------------------------------------------------------------- public API

@@ -69,6 +69,11 @@ class AuditRecord:
     user_agent: str
 
 
+def _page_not_found() -> web.Response:
+    """What kube-apiserver's mux answers for a path no handler serves (an unknown group)."""
+    return web.Response(status=404, text="404 page not found\n", charset="utf-8")
+
+
 def _json(body: Any, status: int = 200, content_type: str = JSON) -> web.Response:
     return web.Response(body=orjson.dumps(body), status=status,
                         headers={"Content-Type": content_type})
@@ -275,11 +280,15 @@ class ApiServer:
         elif parts[0] == "apis":
             if len(parts) == 1:
                 return self._group_list(request)
+            if parts[1] not in self._named_groups():
+                # kube-apiserver has no handler at all for a group it does not serve: its
+                # mux answers in plain text, not with a Status.
+                return _page_not_found()
             if len(parts) == 2:
                 return self._group(parts[1])
             group, version, rest = parts[1], parts[2], parts[3:]
         else:
-            raise errors.not_found_resource()
+            return _page_not_found()
         if not rest:
             if request.method != "GET":
                 raise errors.method_not_allowed()

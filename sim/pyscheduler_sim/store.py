@@ -431,6 +431,13 @@ class Store:
 
     # -- watch ---------------------------------------------------------------------------------
 
+    def compact(self) -> None:
+        """Forget every event so far, as etcd's compaction at the current revision does: a
+        watch from an older resourceVersion is then answered 410 Expired."""
+        for table in self.tables.values():
+            table.history.clear()
+            table.horizon = self.rv
+
     def watch(self, rt: ResourceType, namespace: str, labels: LabelSelector | None,
               fields: FieldSelector | None, since: int | None) -> Watcher:
         """Start a watch after revision ``since``; ``None`` means "current state, then changes".

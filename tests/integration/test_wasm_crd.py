@@ -158,9 +158,9 @@ def test_remote_urls_need_a_sha256_as_the_crd_rule_says(crd: None, http: Http,
     del obj["spec"]["sha256"]
     status, doc = create(http, cleanup, obj)
     assert status == 422, doc
-    assert causes(doc) == {"spec.sha256": 'Invalid value: "object": sha256 is required for '
+    assert causes(doc) == {"spec.sha256": 'Invalid value: sha256 is required for '
                                           "remote URLs (s3://, http(s)://)"}, doc
-    assert doc["message"].endswith('spec.sha256: Invalid value: "object": sha256 is required '
+    assert doc["message"].endswith('spec.sha256: Invalid value: sha256 is required '
                                    "for remote URLs (s3://, http(s)://)"), doc["message"]
 
 
