@@ -1,4 +1,4 @@
-"""What the tests of fragments in the running scheduler share: an embedded cluster with the
+"""What the tests of fragments in the running scheduler share: a cluster with the
 ``WsspSchedulerConfiguration`` CRD, a resource applied and waited for until Ready, and the
 scheduler's own view (pods held at permit, pods assumed, fragment call counts)."""
 
@@ -9,28 +9,41 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+import pytest
 import yaml
 from kubernetes import client, config
 
 from pyscheduler_sim.cluster import ClusterSpec, PoolSpec
-from pyscheduler_sim.harness import BackgroundCluster
 from pyscheduler.wasm.resource import CRD_PATH, GROUP, PLURAL, VERSION
-from tests.conftest import SchedulerThread, wait_for
+from tests.conftest import AnyCluster, SchedulerThread, open_cluster, wait_for
 
 
 @contextmanager
-def fragment_cluster(workdir: Path, nodes: int) -> Iterator[BackgroundCluster]:
-    """``nodes`` nodes of 4 cpu and 8 GiB, with the CRD installed and served."""
+def fragment_cluster(request: pytest.FixtureRequest, workdir: Path,
+                     nodes: int) -> Iterator[AnyCluster]:
+    """``nodes`` nodes of 4 cpu and 8 GiB, with the CRD installed and served, on the server the
+    test runs against."""
     spec = ClusterSpec(pools=[PoolSpec(name="node", count=nodes, cpu="4", memory="8Gi")],
                        pod_start_seconds=0.05)
-    with BackgroundCluster(spec, workdir) as c:
+    with open_cluster(request, spec, workdir) as c:
         api = config.new_client_from_config(config_file=str(c.kubeconfig))
         client.ApiextensionsV1Api(api).create_custom_resource_definition(
             yaml.safe_load(CRD_PATH.read_text()))
         custom = client.CustomObjectsApi(api)
-        wait_for(lambda: custom.list_cluster_custom_object(GROUP, VERSION, PLURAL) is not None,
-                 what="the CRD to be served")
+        wait_for(lambda: served(custom), what="the CRD to be served")
         yield c
+
+
+def served(custom: client.CustomObjectsApi) -> bool:
+    """Whether the fragment resources are served yet (a real server answers 404 for a while
+    after the CRD is created)."""
+    try:
+        custom.list_cluster_custom_object(GROUP, VERSION, PLURAL)
+    except client.ApiException as exc:
+        if exc.status == 404:
+            return False
+        raise
+    return True
 
 
 def apply_fragment(custom: client.CustomObjectsApi, resource: str, path: Path,

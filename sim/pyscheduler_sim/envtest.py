@@ -12,9 +12,14 @@ that started it dies even by ``kill -9`` (each child is started with a parent-de
 :class:`RealCluster` puts the node set of a :class:`~pyscheduler_sim.cluster.ClusterSpec` on such
 a control plane and plays their kubelets over HTTP, so that a test written against the embedded
 cluster runs unchanged against the real server: bound pods become Running, deleted pods terminate
-after their grace period (capped by the spec's termination time) and are removed. Nothing else of
-the embedded cluster is emulated there: no simulated cloud, no fault annotations, no volume
-provisioner (kube-controller-manager's PV binder binds; nothing provisions).
+after their grace period (capped by the spec's termination time) and are removed, and
+``sim.pyscheduler.io/start-seconds`` delays a start as on the embedded cluster. Nothing else of
+the embedded cluster is emulated there: no other fault annotation, no node Leases (so no node
+lifecycle controller either). Claims that kube-controller-manager's PV controller hands to an
+external provisioner (annotation ``volume.kubernetes.io/storage-provisioner``) are provisioned as
+the embedded cluster's simulated provisioner does it (the same functions of
+:mod:`pyscheduler_sim.volumes`): a volume pre-bound to the claim, pinned to the topology of the
+node the scheduler selected, which the PV controller then binds.
 
 Where the assets come from is the user's business (``setup-envtest use 1.36`` prints a folder).
 """
@@ -46,7 +51,7 @@ from cryptography.hazmat.primitives.asymmetric import ec
 
 from pyscheduler_sim.certs import make_serving_certs
 from pyscheduler_sim.cluster import ClusterSpec, write_kubeconfig
-from pyscheduler_sim.kubelet import NodeSpec, node_object
+from pyscheduler_sim.kubelet import START_SECONDS_ANNOTATION, NodeSpec, annotation_seconds, node_object
 
 __all__ = ["ASSETS_VARIABLE", "CONTROLLERS", "ControlPlane", "ControlPlaneError", "RealCluster",
            "assets", "missing_assets"]
@@ -60,6 +65,8 @@ CONTROLLERS = ("replicaset-controller", "deployment-controller", "statefulset-co
                "daemonset-controller", "job-controller", "disruption-controller",
                "persistentvolume-binder-controller", "resourceclaim-controller",
                "namespace-controller", "garbage-collector-controller",
+               "resourcequota-controller", "persistentvolumeclaim-protection-controller",
+               "persistentvolume-protection-controller", "ephemeral-volume-controller",
                "serviceaccount-controller", "serviceaccount-token-controller")
 
 
@@ -251,11 +258,7 @@ class ControlPlane:
         deadline = time.monotonic() + timeout
         last = ""
         while time.monotonic() < deadline:
-            for process in self.processes:
-                if process.popen.poll() is not None:
-                    raise ControlPlaneError(
-                        f"{process.name} exited with {process.popen.returncode}:\n"
-                        f"{process.tail()}")
+            self.check()
             try:
                 with urllib.request.urlopen(request, timeout=2, context=context) as reply:
                     if reply.status == 200:
@@ -301,6 +304,13 @@ class ControlPlane:
         self.processes[index] = _Process(name, popen, process.log)
         if name == "kube-apiserver":
             self._wait_ready(timeout)
+
+    def check(self) -> None:
+        """Raise if a process of the control plane has exited (a bad flag, a crash)."""
+        for process in self.processes:
+            if process.popen.poll() is not None:
+                raise ControlPlaneError(f"{process.name} exited with {process.popen.returncode}:"
+                                        f"\n{process.tail()}")
 
     # -- stop ----------------------------------------------------------------------------------
 
@@ -357,15 +367,18 @@ class RealCluster:
         self.core = client.CoreV1Api(self.api)
         self.nodes: dict[str, NodeSpec] = {n.name: n for n in spec.node_specs()}
         self._kubelet = _Kubelets(self.core, self.nodes, run_pods=spec.run_pods)
+        self._provisioner = _Provisioner(self.api)
 
     def __enter__(self) -> RealCluster:
         if self.plane.holder is not None:
             raise ControlPlaneError("the control plane already holds another cluster's nodes "
                                     f"({sorted(self.plane.holder.nodes)[:3]}...): close it first")
+        self.plane.check()
         self.plane.holder = self
         for node in self.nodes.values():
             self.core.create_node(node_object(node))
         self._kubelet.start()
+        self._provisioner.start()
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -374,6 +387,8 @@ class RealCluster:
     def close(self) -> None:
         try:
             self._kubelet.stop()
+            self._provisioner.stop()
+            self.plane.check()
             reset(self.core, self.api)
             self.api.close()
         finally:
@@ -395,6 +410,9 @@ def reset(core: Any, api: Any) -> None:
         quietly(core.delete_collection_namespaced_pod, ns.metadata.name, grace_period_seconds=0)
         if ns.metadata.name not in system:
             quietly(core.delete_namespace, ns.metadata.name)
+    # What tests leave in the namespaces that stay: leader Leases, events, config maps.
+    quietly(client.CoordinationV1Api(api).delete_collection_namespaced_lease, "default")
+    quietly(core.delete_collection_namespaced_event, "default")
     quietly(core.delete_collection_node)
     quietly(core.delete_collection_persistent_volume)
     storage = client.StorageV1Api(api)
@@ -408,6 +426,15 @@ def reset(core: Any, api: Any) -> None:
     quietly(client.ApiextensionsV1Api(api).delete_collection_custom_resource_definition)
     quietly(client.RbacAuthorizationV1Api(api).delete_collection_cluster_role_binding,
             label_selector="pyscheduler.io/test")
+    # kube's namespace controller empties a namespace before it goes: the next module may
+    # want the same name back.
+    deadline = time.monotonic() + 60
+    while any(ns.metadata.name not in system for ns in core.list_namespace().items):
+        if time.monotonic() > deadline:
+            left = sorted(ns.metadata.name for ns in core.list_namespace().items
+                          if ns.metadata.name not in system)
+            raise ControlPlaneError(f"namespaces still terminating after 60 s: {left}")
+        time.sleep(0.2)
 
 
 class _Kubelets:
@@ -478,7 +505,9 @@ class _Kubelets:
             self._later(key, min(float(grace), node.pod_termination_seconds),
                         self._remove, key, meta["uid"])
         elif self.run_pods and phase == "Pending":
-            self._later(key, node.pod_start_seconds, self._run, key, meta["uid"], node)
+            start = annotation_seconds((meta.get("annotations") or {}).get(START_SECONDS_ANNOTATION),
+                             node.pod_start_seconds)
+            self._later(key, start, self._run, key, meta["uid"], node)
 
     def _later(self, key: tuple[str, str], delay: float, fn: Any, *args: Any) -> None:
         with self._lock:
@@ -524,3 +553,72 @@ class _Kubelets:
         from kubernetes import client
         self.core.delete_namespaced_pod(key[1], key[0], body=client.V1DeleteOptions(
             grace_period_seconds=0, preconditions=client.V1Preconditions(uid=uid)))
+
+
+class _Provisioner:
+    """An external provisioner for every storage class, over the API (polling the claims)."""
+
+    def __init__(self, api: Any, interval: float = 0.2) -> None:
+        self.api = api
+        self.interval = interval
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, name="envtest-provisioner",
+                                        daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(10)
+
+    def _loop(self) -> None:
+        from kubernetes import client
+        from kubernetes.client.rest import ApiException
+
+        core, storage = client.CoreV1Api(self.api), client.StorageV1Api(self.api)
+        plain = self.api.sanitize_for_serialization
+        while not self._stop.wait(self.interval):
+            try:
+                for claim in core.list_persistent_volume_claim_for_all_namespaces().items:
+                    self._provision(core, storage, plain(claim))
+            except ApiException:
+                continue
+            except Exception:  # a dropped connection: try again on the next round
+                continue
+
+    @staticmethod
+    def _provision(core: Any, storage: Any, pvc: dict[str, Any]) -> None:
+        from kubernetes.client.rest import ApiException
+
+        from pyscheduler_sim.volumes import provisioned_topology, provisioned_volume
+
+        meta, spec = pvc["metadata"], pvc.get("spec") or {}
+        annotations = meta.get("annotations") or {}
+        provisioner = annotations.get("volume.kubernetes.io/storage-provisioner")
+        if not provisioner or spec.get("volumeName") or meta.get("deletionTimestamp"):
+            return
+        class_name = spec.get("storageClassName") or ""
+        try:
+            sc = core.api_client.sanitize_for_serialization(storage.read_storage_class(class_name))
+        except ApiException:
+            return
+        node = csinode = None
+        selected = annotations.get("volume.kubernetes.io/selected-node")
+        if sc.get("volumeBindingMode") == "WaitForFirstConsumer" and not selected:
+            return
+        if selected:
+            try:
+                node = core.api_client.sanitize_for_serialization(core.read_node(selected))
+            except ApiException:
+                return
+            with contextlib.suppress(ApiException):
+                csinode = core.api_client.sanitize_for_serialization(
+                    storage.read_csi_node(selected))
+        affinity, problem = provisioned_topology(provisioner, sc, node, csinode)
+        if problem:
+            return
+        name = f"pvc-{meta['uid']}"
+        with contextlib.suppress(ApiException):  # 409: made on an earlier round
+            core.create_persistent_volume(provisioned_volume(name, pvc, class_name, sc,
+                                                             provisioner, affinity))

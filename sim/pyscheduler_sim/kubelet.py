@@ -108,7 +108,7 @@ def node_object(spec: NodeSpec) -> dict[str, Any]:
     return nodepools.node_object(spec, now_rfc3339())
 
 
-def _seconds(text: object, default: float) -> float:
+def annotation_seconds(text: object, default: float) -> float:
     """An annotation's number of seconds (0 to one hour); ``default`` when absent or not one."""
     try:
         value = float(str(text))
@@ -255,7 +255,7 @@ class KubeletFleet(Controller):
             return
         if phase == "Pending" and not (pod.get("status") or {}).get("startTime"):
             if ("start", namespace, name) not in self._timers:
-                delay = _seconds((meta.get("annotations") or {}).get(START_SECONDS_ANNOTATION),
+                delay = annotation_seconds((meta.get("annotations") or {}).get(START_SECONDS_ANNOTATION),
                                  state.spec.pod_start_seconds)
                 self._timers[("start", namespace, name)] = loop.call_later(
                     delay, self._start_pod, namespace, name, stored.uid)

@@ -41,6 +41,7 @@ from pyscheduler_sim.resources import BUILTIN, ResourceType, from_crd
 from pyscheduler.api.labels import LabelSelector, label_selector_from_dict
 from pyscheduler_sim.selectors import FieldSelector
 from pyscheduler_sim.store import Store, Stored, Watcher
+from pyscheduler_sim.validation import UndecodableValue
 from pyscheduler.api.validation import FieldError
 
 __all__ = ["Registry", "now_rfc3339"]
@@ -302,7 +303,7 @@ class Registry:
         meta["uid"] = _uuid4()
         strategies.prepare_for_create(rt, obj, now)
         _strict_check(strategies.admit_custom(rt, obj), strict)
-        errs = strategies.validate_create(rt, obj)
+        errs = _decoded(rt, strategies.validate_create, rt, obj)
         if errs:
             raise errors.invalid(rt.group, rt.kind, str(meta.get("name", "")), errs)
         self._admitted("CREATE", rt, obj, None)
@@ -392,7 +393,7 @@ class Registry:
             if changed:
                 meta["generation"] = int(old_meta["generation"]) + 1
         _strict_check(strategies.admit_custom(rt, obj), strict)
-        errs = strategies.validate_update(rt, obj, old)
+        errs = _decoded(rt, strategies.validate_update, rt, obj, old)
         if errs:
             raise errors.invalid(rt.group, rt.kind, current.name, errs)
         if not subresource:
@@ -694,6 +695,17 @@ class Registry:
         except PatchError as exc:
             raise errors.ApiError(exc.code, exc.reason, str(exc)) from None
         return self.update_scale(rt, namespace, name, patched)
+
+
+def _decoded(rt: ResourceType, validate: Callable[..., list[FieldError]],
+             *args: Any) -> list[FieldError]:
+    """``validate(*args)``, with a value that kube-apiserver could not have decoded answered
+    as it answers it: 400, not 422."""
+    try:
+        return validate(*args)
+    except UndecodableValue as exc:
+        raise errors.bad_request(f'{rt.kind} in version "{rt.version}" cannot be handled as a '
+                                 f"{rt.kind}: {exc}") from None
 
 
 def _strict_check(pruned: list[str], strict: bool) -> None:

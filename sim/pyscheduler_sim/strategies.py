@@ -441,7 +441,10 @@ def _validate_job(obj: Obj) -> list[FieldError]:
     pod_spec = template.get("spec")
     errs.extend(ov.validate_pod_spec(pod_spec, "spec.template.spec"))
     policy = pod_spec.get("restartPolicy") if isinstance(pod_spec, dict) else None
-    if policy not in _JOB_RESTART_POLICIES:
+    if policy == "Always":  # kube's validateJobSpec says it this way, not "Unsupported"
+        errs.append(v.required("spec.template.spec.restartPolicy",
+                               'valid values: "OnFailure", "Never"'))
+    elif policy not in _JOB_RESTART_POLICIES:
         errs.append(v.not_supported("spec.template.spec.restartPolicy", policy,
                                     _JOB_RESTART_POLICIES))
     selector = spec.get("selector")

@@ -863,7 +863,6 @@ _CLUSTERROLEBINDING_COLUMNS: Final = _binding_columns("clusterRoleBinding")
 
 _RESOURCEQUOTA_COLUMNS: Final = (
     _name_col(),
-    _age_col(),
     _col(
         "Request",
         "string",
@@ -875,6 +874,7 @@ _RESOURCEQUOTA_COLUMNS: Final = (
         "Limits control the maximum amount of cpu/memory that a container may use independent "
         "of contention on the node.",
     ),
+    _age_col(),  # last, as kube's resourceQuotaColumnDefinitions put it
 )
 
 _PRIORITYCLASS_COLUMNS: Final = (
@@ -1805,7 +1805,7 @@ def _print_resourcequota(quota: Mapping[str, Any], now: datetime) -> _Row:
         text = f"{name}: {_str(used.get(name)) or '0'}/{_str(status_hard.get(name)) or '0'}"
         parts = name.split(".")
         (limits if len(parts) > 1 and parts[0] == "limits" else requests).append(text)
-    return _Row([_name(quota), _age(quota, now), ", ".join(requests), ", ".join(limits)])
+    return _Row([_name(quota), ", ".join(requests), ", ".join(limits), _age(quota, now)])
 
 
 @dataclass(frozen=True)

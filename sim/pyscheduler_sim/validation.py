@@ -6,8 +6,8 @@ converting them to typed classes first; every check appends
 
 Only the rules that matter to a scheduler simulation are implemented: object metadata, the
 scheduling-relevant parts of pod specs (containers, resources, ports, tolerations, node
-selectors, names), node taints and capacity, and namespace finalizers. Volumes, probes,
-security contexts, pod affinity terms and update-time (immutability) rules are not validated.
+selectors, node affinity, names), node taints and capacity, and namespace finalizers. Volumes, probes,
+security contexts, pod (anti-)affinity terms and update-time (immutability) rules are not validated.
 The node selectors of PersistentVolumes and the topology terms of StorageClasses are
 (:func:`validate_node_selector`, :func:`validate_topology_selector_term`), with CSI driver
 names and volume paths (:func:`validate_csi_driver_name`, :func:`validate_path_no_backsteps`).
@@ -224,6 +224,12 @@ def _quantity_text(q: Fraction, fmt: str) -> str:
     return format_quantity(q, fmt == BINARY_SI, exponent=fmt == DECIMAL_EXPONENT)
 
 
+class UndecodableValue(ValueError):
+    """A value kube-apiserver cannot even decode into its typed object (a quantity that does
+    not parse): it answers 400 BadRequest, ``<Kind> in version "v1" cannot be handled as a
+    <Kind>: <why>``, before any validation."""
+
+
 def _resource_list(
     rl: object, path: str, container: bool, errs: list[FieldError], node_status: bool = False
 ) -> dict[str, tuple[Fraction, str]]:
@@ -249,8 +255,7 @@ def _resource_list(
         try:
             q, fmt = parse_quantity_with_format(raw)
         except QuantityError as exc:
-            errs.append(invalid(p, raw, str(exc)))
-            continue
+            raise UndecodableValue(str(exc)) from None
         parsed[name] = (q, fmt)
         if q.numerator < 0:
             errs.append(invalid(p, _quantity_text(q, fmt), MUST_BE_NON_NEGATIVE))
@@ -502,6 +507,7 @@ def validate_pod_spec(spec: object, path: str = "spec") -> list[FieldError]:
         elif not _INT32[0] <= prio <= _INT32[1]:
             errs.append(invalid(path + ".priority", prio, f"must be between {_INT32[0]} and {_INT32[1]}, inclusive"))
     _validate_tolerations(spec.get("tolerations"), path + ".tolerations", errs)
+    _validate_node_affinity(spec.get("affinity"), path + ".affinity", errs)
     if spec.get("overhead") is not None:
         _validate_resources({"limits": spec["overhead"]}, path + ".overhead", errs)
     return errs
@@ -665,16 +671,47 @@ def validate_node_selector(selector: object, path: str) -> list[FieldError]:
         if not isinstance(term, dict):
             errs.append(invalid(p, term, MUST_BE_OBJECT))
             continue
-        for j, req in enumerate(_string_list(term.get("matchExpressions"))):
-            if isinstance(req, dict):
-                _validate_node_selector_requirement(req, f"{p}.matchExpressions[{j}]", errs)
-            else:
-                errs.append(invalid(f"{p}.matchExpressions[{j}]", req, MUST_BE_OBJECT))
-        for j, req in enumerate(_string_list(term.get("matchFields"))):
-            if isinstance(req, dict):
-                _validate_node_field_requirement(req, f"{p}.matchFields[{j}]", errs)
-            else:
-                errs.append(invalid(f"{p}.matchFields[{j}]", req, MUST_BE_OBJECT))
+        errs.extend(_term_errors(term, p))
+    return errs
+
+
+def _validate_node_affinity(affinity: object, path: str, errs: list[FieldError]) -> None:
+    """``validateAffinity``'s node part: the required selector as ``ValidateNodeSelector``,
+    each preferred term's weight (1-100) and preference."""
+    if not isinstance(affinity, dict) or not isinstance(affinity.get("nodeAffinity"), dict):
+        return
+    node = affinity["nodeAffinity"]
+    path += ".nodeAffinity"
+    required_terms = node.get("requiredDuringSchedulingIgnoredDuringExecution")
+    if required_terms is not None:
+        errs.extend(validate_node_selector(required_terms,
+                                           path + ".requiredDuringSchedulingIgnoredDuringExecution"))
+    for i, term in enumerate(_string_list(node.get("preferredDuringSchedulingIgnoredDuringExecution"))):
+        p = f"{path}.preferredDuringSchedulingIgnoredDuringExecution[{i}]"
+        if not isinstance(term, dict):
+            errs.append(invalid(p, term, MUST_BE_OBJECT))
+            continue
+        weight = term.get("weight")
+        if not _is_int(weight) or not 1 <= weight <= 100:
+            errs.append(invalid(p + ".weight", weight, "must be in the range 1-100"))
+        preference = term.get("preference") or {}
+        if isinstance(preference, dict):
+            errs.extend(_term_errors(preference, p + ".preference"))
+
+
+def _term_errors(term: dict[str, Any], path: str) -> list[FieldError]:
+    """``ValidateNodeSelectorTerm`` of one term at ``path``."""
+    errs: list[FieldError] = []
+    for j, req in enumerate(_string_list(term.get("matchExpressions"))):
+        if isinstance(req, dict):
+            _validate_node_selector_requirement(req, f"{path}.matchExpressions[{j}]", errs)
+        else:
+            errs.append(invalid(f"{path}.matchExpressions[{j}]", req, MUST_BE_OBJECT))
+    for j, req in enumerate(_string_list(term.get("matchFields"))):
+        if isinstance(req, dict):
+            _validate_node_field_requirement(req, f"{path}.matchFields[{j}]", errs)
+        else:
+            errs.append(invalid(f"{path}.matchFields[{j}]", req, MUST_BE_OBJECT))
     return errs
 
 

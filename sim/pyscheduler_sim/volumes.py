@@ -80,7 +80,8 @@ from pyscheduler_sim.storage import (
     PVC_PROTECTION,
 )
 
-__all__ = ["LOCAL_PROVISIONERS", "PersistentVolumeController", "VOLUME_ROOT"]
+__all__ = ["LOCAL_PROVISIONERS", "PersistentVolumeController", "VOLUME_ROOT", "provisioned_topology",
+           "provisioned_volume"]
 
 Obj = dict[str, Any]
 
@@ -166,6 +167,72 @@ def _ordered_keys(terms: Iterable[Any]) -> tuple[str, ...]:
         for req in _dict(term).get("matchLabelExpressions") or ():
             keys[str(_dict(req).get("key"))] = None
     return tuple(keys)
+
+
+def _csinode_keys(csinode: Obj | None, provisioner: str) -> tuple[str, ...] | None:
+    for driver in _dict((csinode or {}).get("spec")).get("drivers") or ():
+        if _dict(driver).get("name") == provisioner:
+            return tuple(str(k) for k in driver.get("topologyKeys") or ())
+    return None
+
+
+def provisioned_topology(provisioner: str, sc: Obj, node: Obj | None,
+                         csinode: Obj | None) -> tuple[Obj | None, str]:
+    """The node affinity of a volume that ``provisioner`` makes for a claim of class ``sc``
+    whose pod goes to ``node`` (with its CSINode), or why there can be none (see the module
+    docstring for the keys chosen)."""
+    allowed = sc.get("allowedTopologies") or []
+    local = provisioner in LOCAL_PROVISIONERS
+    expressions: list[Obj] = []
+    if node is not None:
+        labels = node["metadata"].get("labels") or {}
+        name = node["metadata"]["name"]
+        if not _topology_matches(allowed, labels):
+            return None, f'node "{name}" does not match the allowedTopologies of the class'
+        keys = _csinode_keys(csinode, provisioner)
+        if keys is None:
+            keys = (HOSTNAME_LABEL,) if local else _ordered_keys(allowed) or (ZONE_LABEL,)
+        expressions = [{"key": k, "operator": "In", "values": [labels[k]]}
+                       for k in keys if k in labels]
+    elif local:
+        return None, "a local volume needs the node of its pod (volumeBindingMode: " \
+                     "WaitForFirstConsumer)"
+    elif allowed:
+        expressions = [{"key": req["key"], "operator": "In", "values": [req["values"][0]]}
+                       for req in _dict(allowed[0]).get("matchLabelExpressions") or ()
+                       if _dict(req).get("values")]
+    if not expressions:
+        return None, ""
+    return {"required": {"nodeSelectorTerms": [{"matchExpressions": expressions}]}}, ""
+
+
+def provisioned_volume(name: str, pvc: Obj, class_name: str, sc: Obj, provisioner: str,
+                       affinity: Obj | None) -> Obj:
+    """The PersistentVolume a provisioner creates for ``pvc``: pre-bound to it, of its size,
+    access and volume modes, with the class's reclaim policy and mount options."""
+    claim_spec = pvc["spec"]
+    spec: Obj = {
+        "capacity": {"storage": claim_spec["resources"]["requests"]["storage"]},
+        "accessModes": list(claim_spec.get("accessModes") or ()),
+        "claimRef": _claim_ref(pvc),
+        "persistentVolumeReclaimPolicy": sc.get("reclaimPolicy") or "Delete",
+        "storageClassName": class_name,
+        "volumeMode": _volume_mode(pvc),
+    }
+    if sc.get("mountOptions"):
+        spec["mountOptions"] = list(sc["mountOptions"])
+    if affinity is not None:
+        spec["nodeAffinity"] = affinity
+    if provisioner not in LOCAL_PROVISIONERS and len(provisioner) <= 63 \
+            and not is_dns1123_subdomain(provisioner.lower()):
+        spec["csi"] = {"driver": provisioner, "volumeHandle": name}
+        if spec["volumeMode"] == "Filesystem":
+            spec["csi"]["fsType"] = "ext4"
+    else:
+        spec["hostPath"] = {"path": f"{VOLUME_ROOT}/{name}", "type": "DirectoryOrCreate"}
+    return {"apiVersion": "v1", "kind": "PersistentVolume",
+            "metadata": {"name": name, "annotations": {ANN_PROVISIONED_BY: provisioner}},
+            "spec": spec}
 
 
 class PersistentVolumeController(Controller):
@@ -477,7 +544,7 @@ class PersistentVolumeController(Controller):
                                           f'claim "{meta["namespace"]}/{meta["name"]}"',
                      component=provisioner)
         try:
-            self.registry.create(self.volumes, "", self._new_volume(
+            self.registry.create(self.volumes, "", provisioned_volume(
                 volume_name, pvc, class_name, sc, provisioner, affinity))
         except errors.ApiError as exc:
             if exc.code != 409:
@@ -485,65 +552,13 @@ class PersistentVolumeController(Controller):
         self._record(pvc, "ProvisioningSucceeded",
                      f"Successfully provisioned volume {volume_name}", component=provisioner)
 
-    def _csinode_keys(self, node: str, provisioner: str) -> tuple[str, ...] | None:
+    def _csinode(self, node: str) -> Obj | None:
         stored = self.registry.store.get(self.csinodes, "", node)
-        for driver in _dict((stored.view if stored else {}).get("spec")).get("drivers") or ():
-            if _dict(driver).get("name") == provisioner:
-                return tuple(str(k) for k in driver.get("topologyKeys") or ())
-        return None
+        return stored.view if stored else None
 
     def _topology(self, provisioner: str, sc: Obj, node: Obj | None) -> tuple[Obj | None, str]:
-        """The new volume's node affinity, or why there can be none."""
-        allowed = sc.get("allowedTopologies") or []
-        local = provisioner in LOCAL_PROVISIONERS
-        expressions: list[Obj] = []
-        if node is not None:
-            labels = node["metadata"].get("labels") or {}
-            name = node["metadata"]["name"]
-            if not _topology_matches(allowed, labels):
-                return None, f'node "{name}" does not match the allowedTopologies of the class'
-            keys = self._csinode_keys(name, provisioner)
-            if keys is None:
-                keys = (HOSTNAME_LABEL,) if local else _ordered_keys(allowed) or (ZONE_LABEL,)
-            expressions = [{"key": k, "operator": "In", "values": [labels[k]]}
-                           for k in keys if k in labels]
-        elif local:
-            return None, "a local volume needs the node of its pod (volumeBindingMode: " \
-                         "WaitForFirstConsumer)"
-        elif allowed:
-            expressions = [{"key": req["key"], "operator": "In", "values": [req["values"][0]]}
-                           for req in _dict(allowed[0]).get("matchLabelExpressions") or ()
-                           if _dict(req).get("values")]
-        if not expressions:
-            return None, ""
-        return {"required": {"nodeSelectorTerms": [{"matchExpressions": expressions}]}}, ""
-
-    @staticmethod
-    def _new_volume(name: str, pvc: Obj, class_name: str, sc: Obj, provisioner: str,
-                    affinity: Obj | None) -> Obj:
-        claim_spec = pvc["spec"]
-        spec: Obj = {
-            "capacity": {"storage": claim_spec["resources"]["requests"]["storage"]},
-            "accessModes": list(claim_spec.get("accessModes") or ()),
-            "claimRef": _claim_ref(pvc),
-            "persistentVolumeReclaimPolicy": sc.get("reclaimPolicy") or "Delete",
-            "storageClassName": class_name,
-            "volumeMode": _volume_mode(pvc),
-        }
-        if sc.get("mountOptions"):
-            spec["mountOptions"] = list(sc["mountOptions"])
-        if affinity is not None:
-            spec["nodeAffinity"] = affinity
-        if provisioner not in LOCAL_PROVISIONERS and len(provisioner) <= 63 \
-                and not is_dns1123_subdomain(provisioner.lower()):
-            spec["csi"] = {"driver": provisioner, "volumeHandle": name}
-            if spec["volumeMode"] == "Filesystem":
-                spec["csi"]["fsType"] = "ext4"
-        else:
-            spec["hostPath"] = {"path": f"{VOLUME_ROOT}/{name}", "type": "DirectoryOrCreate"}
-        return {"apiVersion": "v1", "kind": "PersistentVolume",
-                "metadata": {"name": name, "annotations": {ANN_PROVISIONED_BY: provisioner}},
-                "spec": spec}
+        csinode = self._csinode(node["metadata"]["name"]) if node is not None else None
+        return provisioned_topology(provisioner, sc, node, csinode)
 
     # -- volumes -------------------------------------------------------------------------------
 

@@ -11,10 +11,9 @@ import pytest
 from kubernetes import client, config
 
 from pyscheduler_sim.cluster import ClusterSpec, PoolSpec
-from pyscheduler_sim.harness import BackgroundCluster
 from pyscheduler_sim.cloud import BackgroundCloudSim
 from pyscheduler_sim.cloud import PoolSpec as CloudPool
-from tests.conftest import SchedulerThread, wait_for
+from tests.conftest import AnyCluster, SchedulerThread, open_cluster, wait_for
 
 SCHEDULER = "burst-sched"
 GI = 2**30
@@ -31,16 +30,17 @@ def cloud() -> Iterator[BackgroundCloudSim]:
 
 
 @pytest.fixture(scope="module")
-def sim(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BackgroundCluster]:
+def sim(request: pytest.FixtureRequest, server: str,
+        tmp_path_factory: pytest.TempPathFactory) -> Iterator[AnyCluster]:
     spec = ClusterSpec(pools=[PoolSpec(name="real", count=2, cpu="4", memory="16Gi")],
                        pod_start_seconds=0.05, pod_termination_seconds=0.1,
                        lease_renew_seconds=5)
-    with BackgroundCluster(spec, tmp_path_factory.mktemp("burst")) as c:
+    with open_cluster(request, spec, tmp_path_factory.mktemp("burst")) as c:
         yield c
 
 
 @pytest.fixture(scope="module")
-def api(sim: BackgroundCluster) -> client.ApiClient:
+def api(sim: AnyCluster) -> client.ApiClient:
     return config.new_client_from_config(config_file=str(sim.kubeconfig))
 
 
@@ -50,7 +50,7 @@ def core(api: client.ApiClient) -> client.CoreV1Api:
 
 
 @pytest.fixture(scope="module")
-def scheduler(sim: BackgroundCluster, cloud: BackgroundCloudSim) -> Iterator[SchedulerThread]:
+def scheduler(sim: AnyCluster, cloud: BackgroundCloudSim) -> Iterator[SchedulerThread]:
     s = SchedulerThread(sim.kubeconfig, schedulerName=SCHEDULER,
                         leaderElection={"enabled": False}, scheduleFragment=None,
                         podInitialBackoffSeconds=0.2, podMaxBackoffSeconds=1,

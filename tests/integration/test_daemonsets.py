@@ -11,22 +11,22 @@ import pytest
 from kubernetes import client, config
 
 from pyscheduler_sim.cluster import ClusterSpec, PoolSpec
-from pyscheduler_sim.harness import BackgroundCluster
-from tests.conftest import SchedulerThread, wait_for
+from tests.conftest import AnyCluster, SchedulerThread, open_cluster, wait_for
 
 
 @pytest.fixture(scope="module")
-def sim(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BackgroundCluster]:
+def sim(request: pytest.FixtureRequest, server: str,
+        tmp_path_factory: pytest.TempPathFactory) -> Iterator[AnyCluster]:
     spec = ClusterSpec(pools=[
         PoolSpec(name="plain", count=3, cpu="2", memory="4Gi"),
         PoolSpec(name="gpu", count=1, cpu="2", memory="4Gi",
                  taints=[{"key": "gpu", "value": "yes", "effect": "NoSchedule"}])],
         pod_start_seconds=0.05)
-    with BackgroundCluster(spec, tmp_path_factory.mktemp("ds")) as c:
+    with open_cluster(request, spec, tmp_path_factory.mktemp("ds")) as c:
         yield c
 
 
-def test_daemonset_pods_land_one_per_eligible_node(sim: BackgroundCluster) -> None:
+def test_daemonset_pods_land_one_per_eligible_node(sim: AnyCluster) -> None:
     api = config.new_client_from_config(config_file=str(sim.kubeconfig))
     core, apps = client.CoreV1Api(api), client.AppsV1Api(api)
     core.patch_node("plain-2", {"spec": {"unschedulable": True}})

@@ -14,8 +14,7 @@ from typing import Any
 import pytest
 from kubernetes import client, config
 
-from pyscheduler_sim.harness import BackgroundCluster
-from tests.conftest import SchedulerThread, wait_for
+from tests.conftest import AnyCluster, SchedulerThread, wait_for
 from tests.fragment_cluster import apply_fragment, assumed, calls, fragment_cluster, held_at_permit
 from tests.wat import ALLOC_WAT
 
@@ -59,13 +58,14 @@ def stages_wat(answers: dict[str, Answer], trap_in: str = "") -> str:
 
 
 @pytest.fixture(scope="module")
-def sim(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BackgroundCluster]:
-    with fragment_cluster(tmp_path_factory.mktemp("stages"), NODES) as c:
+def sim(request: pytest.FixtureRequest, server: str,
+        tmp_path_factory: pytest.TempPathFactory) -> Iterator[AnyCluster]:
+    with fragment_cluster(request, tmp_path_factory.mktemp("stages"), NODES) as c:
         yield c
 
 
 @pytest.fixture(scope="module")
-def core(sim: BackgroundCluster) -> client.CoreV1Api:
+def core(sim: AnyCluster) -> client.CoreV1Api:
     return client.CoreV1Api(config.new_client_from_config(config_file=str(sim.kubeconfig)))
 
 
@@ -80,7 +80,7 @@ def store(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def scheduler(sim: BackgroundCluster, store: Path,
+def scheduler(sim: AnyCluster, store: Path,
               custom: client.CustomObjectsApi) -> Iterator[SchedulerThread]:
     s = SchedulerThread(sim.kubeconfig, schedulerName=SCHEDULER,
                         leaderElection={"enabled": False}, podInitialBackoffSeconds=0.2,

@@ -17,7 +17,8 @@ from kubernetes import client, config
 from pyscheduler_sim.cluster import ClusterSpec, PoolSpec
 from pyscheduler_sim.harness import BackgroundCluster
 from pyscheduler.wasm.resource import CRD_PATH, GROUP, PLURAL, VERSION
-from tests.conftest import SchedulerThread, wait_for
+from tests.fragment_cluster import served
+from tests.conftest import AnyCluster, SchedulerThread, open_cluster, wait_for
 from tests.wat import ALLOC_WAT
 
 wasmtime = pytest.importorskip("wasmtime")
@@ -75,10 +76,11 @@ def uniform_wat(*, verdict: int = 0, reason: str = "rejected", score: int = 50,
 
 
 @pytest.fixture(scope="module")
-def sim(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BackgroundCluster]:
+def sim(request: pytest.FixtureRequest, server: str,
+        tmp_path_factory: pytest.TempPathFactory) -> Iterator[AnyCluster]:
     spec = ClusterSpec(pools=[PoolSpec(name="node", count=NODES, cpu="4", memory="8Gi")],
                        pod_start_seconds=0.05, lease_renew_seconds=5)
-    with BackgroundCluster(spec, tmp_path_factory.mktemp("frag")) as c:
+    with open_cluster(request, spec, tmp_path_factory.mktemp("frag")) as c:
         crd = yaml.safe_load(CRD_PATH.read_text())
         api = client.ApiextensionsV1Api(config.new_client_from_config(
             config_file=str(c.kubeconfig)))
@@ -87,7 +89,7 @@ def sim(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BackgroundCluster]
 
 
 @pytest.fixture(scope="module")
-def api(sim: BackgroundCluster) -> client.ApiClient:
+def api(sim: AnyCluster) -> client.ApiClient:
     return config.new_client_from_config(config_file=str(sim.kubeconfig))
 
 
@@ -99,8 +101,7 @@ def core(api: client.ApiClient) -> client.CoreV1Api:
 @pytest.fixture(scope="module")
 def custom(api: client.ApiClient) -> client.CustomObjectsApi:
     api_ = client.CustomObjectsApi(api)
-    wait_for(lambda: api_.list_cluster_custom_object(GROUP, VERSION, PLURAL) is not None,
-             what="the CRD to be served")
+    wait_for(lambda: served(api_), what="the CRD to be served")
     return api_
 
 
@@ -110,7 +111,7 @@ def store(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def scheduler(sim: BackgroundCluster, store: Path, custom: client.CustomObjectsApi,
+def scheduler(sim: AnyCluster, store: Path, custom: client.CustomObjectsApi,
               moto_s3: Any) -> Iterator[SchedulerThread]:
     s = SchedulerThread(sim.kubeconfig, schedulerName=SCHEDULER,
                         leaderElection={"enabled": False}, podInitialBackoffSeconds=0.2,
@@ -386,7 +387,7 @@ def test_hot_swap_while_a_thousand_pods_are_scheduled(tmp_path: Path) -> None:
 
 
 def test_published_to_s3_with_the_cli_and_served_from_there(
-        scheduler: SchedulerThread, sim: BackgroundCluster, core: client.CoreV1Api,
+        scheduler: SchedulerThread, sim: AnyCluster, core: client.CoreV1Api,
         custom: client.CustomObjectsApi, moto_s3: Any, tmp_path: Path, ns: str) -> None:
     import subprocess
     import sys
@@ -429,7 +430,7 @@ def run_publish(module: Path, kubeconfig: Path, moto_s3: Any, *extra: str,
 
 
 def test_publish_leaves_nothing_behind_when_the_resource_cannot_be_created(
-        sim: BackgroundCluster, custom: client.CustomObjectsApi, moto_s3: Any,
+        sim: AnyCluster, custom: client.CustomObjectsApi, moto_s3: Any,
         tmp_path: Path) -> None:
     """The API server refuses the resource (a request body over its 3 MiB limit, as
     kube-apiserver refuses it): the module uploaded a moment earlier is removed again."""
@@ -449,7 +450,7 @@ def test_publish_leaves_nothing_behind_when_the_resource_cannot_be_created(
 
 
 def test_publish_never_replaces_a_published_version_with_other_bytes(
-        sim: BackgroundCluster, custom: client.CustomObjectsApi, moto_s3: Any,
+        sim: AnyCluster, custom: client.CustomObjectsApi, moto_s3: Any,
         tmp_path: Path) -> None:
     first, second = tmp_path / "a.wasm", tmp_path / "b.wasm"
     first.write_bytes(wat_bytes(uniform_wat(score=10)))
@@ -465,6 +466,7 @@ def test_publish_never_replaces_a_published_version_with_other_bytes(
              what="the first module to keep serving")
 
 
+@pytest.mark.embedded_only("needs a cluster without the CRD beside the module's own")
 def test_publish_without_the_crd_uploads_nothing(cluster: Any, moto_s3: Any,
                                                   tmp_path: Path) -> None:
     from pyscheduler.wasm.storage import object_digest

@@ -14,8 +14,7 @@ from typing import Any
 import pytest
 from kubernetes import client, config
 
-from pyscheduler_sim.harness import BackgroundCluster
-from tests.conftest import SchedulerThread, wait_for
+from tests.conftest import AnyCluster, SchedulerThread, wait_for
 from tests.fragment_cluster import apply_fragment, assumed, fragment_cluster, held_at_permit
 
 pytest.importorskip("wasmtime")
@@ -30,18 +29,19 @@ MIN_MEMBER = "pod-group.wssp.io/min-member"
 
 
 @pytest.fixture(scope="module")
-def sim(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BackgroundCluster]:
-    with fragment_cluster(tmp_path_factory.mktemp("gang"), NODES) as c:
+def sim(request: pytest.FixtureRequest, server: str,
+        tmp_path_factory: pytest.TempPathFactory) -> Iterator[AnyCluster]:
+    with fragment_cluster(request, tmp_path_factory.mktemp("gang"), NODES) as c:
         yield c
 
 
 @pytest.fixture(scope="module")
-def core(sim: BackgroundCluster) -> client.CoreV1Api:
+def core(sim: AnyCluster) -> client.CoreV1Api:
     return client.CoreV1Api(config.new_client_from_config(config_file=str(sim.kubeconfig)))
 
 
 @pytest.fixture(scope="module")
-def scheduler(sim: BackgroundCluster, core: client.CoreV1Api) -> Iterator[SchedulerThread]:
+def scheduler(sim: AnyCluster, core: client.CoreV1Api) -> Iterator[SchedulerThread]:
     s = SchedulerThread(sim.kubeconfig, schedulerName=SCHEDULER,
                         leaderElection={"enabled": False}, podInitialBackoffSeconds=0.2,
                         podMaxBackoffSeconds=0.5, seed=3,

@@ -14,10 +14,9 @@ from kubernetes import client, config
 
 from pyscheduler.api.quantity import milli_value
 from pyscheduler_sim.cluster import ClusterSpec, PoolSpec
-from pyscheduler_sim.harness import BackgroundCluster
 from pyscheduler.virtual.node import PoolConfig, virtual_node
 from pyscheduler.wasm.resource import GROUP, PLURAL, VERSION
-from tests.conftest import SchedulerThread, install_crd, wait_for
+from tests.conftest import AnyCluster, SchedulerThread, install_crd, open_cluster, wait_for
 from tests.integration.test_fragments import uniform_wat, wat_bytes
 
 pytest.importorskip("wasmtime")
@@ -27,10 +26,11 @@ FRAGMENT = "allow-all-v1.0.0"
 
 
 @pytest.fixture(scope="module")
-def sim(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BackgroundCluster]:
+def sim(request: pytest.FixtureRequest, server: str,
+        tmp_path_factory: pytest.TempPathFactory) -> Iterator[AnyCluster]:
     spec = ClusterSpec(pools=[PoolSpec(name="node", count=4, cpu="4", memory="8Gi")],
                        pod_start_seconds=0.05, lease_renew_seconds=5)
-    with BackgroundCluster(spec, tmp_path_factory.mktemp("invariants")) as c:
+    with open_cluster(request, spec, tmp_path_factory.mktemp("invariants")) as c:
         install_crd(c.kubeconfig)
         yield c
 
@@ -43,7 +43,7 @@ def pod(name: str, cpu: str = "1") -> dict[str, Any]:
 
 
 def test_an_allow_all_replace_fragment_cannot_place_pods_where_they_must_not_go(
-        sim: BackgroundCluster, tmp_path: Path) -> None:
+        sim: AnyCluster, tmp_path: Path) -> None:
     api = config.new_client_from_config(config_file=str(sim.kubeconfig))
     core, custom = client.CoreV1Api(api), client.CustomObjectsApi(api)
     names = sorted(n.metadata.name for n in core.list_node().items)

@@ -14,16 +14,17 @@ from kubernetes import client, config
 
 from pyscheduler_sim.cluster import ClusterSpec, PoolSpec
 from pyscheduler_sim.harness import BackgroundCluster
-from tests.conftest import SchedulerThread, wait_for
+from tests.conftest import AnyCluster, SchedulerThread, open_cluster, wait_for
 
 Obj = dict[str, Any]
 
 
 @pytest.fixture(scope="module")
-def sim(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BackgroundCluster]:
+def sim(request: pytest.FixtureRequest, server: str,
+        tmp_path_factory: pytest.TempPathFactory) -> Iterator[AnyCluster]:
     spec = ClusterSpec(pools=[PoolSpec(name="n", count=2, cpu="2", memory="8Gi")],
                        pod_start_seconds=0.05, pod_termination_seconds=1.0)
-    with BackgroundCluster(spec, tmp_path_factory.mktemp("preempt")) as c:
+    with open_cluster(request, spec, tmp_path_factory.mktemp("preempt")) as c:
         api = client.ApiClient(config.new_client_from_config(config_file=str(c.kubeconfig))
                                .configuration)
         scheduling = client.SchedulingV1Api(api)
@@ -35,7 +36,7 @@ def sim(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BackgroundCluster]
 
 
 @pytest.fixture(scope="module")
-def api(sim: BackgroundCluster) -> client.ApiClient:
+def api(sim: AnyCluster) -> client.ApiClient:
     return config.new_client_from_config(config_file=str(sim.kubeconfig))
 
 
@@ -45,7 +46,7 @@ def core(api: client.ApiClient) -> client.CoreV1Api:
 
 
 @pytest.fixture(scope="module")
-def scheduler(sim: BackgroundCluster) -> Iterator[SchedulerThread]:
+def scheduler(sim: AnyCluster) -> Iterator[SchedulerThread]:
     s = SchedulerThread(sim.kubeconfig, leaderElection={"enabled": False}, seed=3).start()
     yield s
     s.stop()
@@ -258,8 +259,9 @@ def test_the_configured_order_decides_between_preempting_and_bursting(
             s.stop()
 
 
+@pytest.mark.embedded_only("injects API failures into the embedded server")
 def test_failed_evictions_and_a_new_leader_still_finish_the_preemption(
-        sim: BackgroundCluster, core: client.CoreV1Api, ns: str) -> None:
+        sim: AnyCluster, core: client.CoreV1Api, ns: str) -> None:
     """The API server refuses the victim's deletion and the scheduler is stopped right after
     it nominated: the nomination is on the pod, a second scheduler reads it back, preempts
     again and binds the pod — with exactly one pod evicted."""

@@ -19,10 +19,9 @@ import yaml
 from kubernetes import client, config
 
 from pyscheduler_sim.cluster import ClusterSpec, PoolSpec
-from pyscheduler_sim.harness import BackgroundCluster
 from pyscheduler_sim.cloud import BackgroundCloudSim
 from pyscheduler_sim.cloud import PoolSpec as CloudPool
-from tests.conftest import SchedulerThread, wait_for
+from tests.conftest import AnyCluster, SchedulerThread, open_cluster, wait_for
 
 GI = 2**30
 CLUSTER = ClusterSpec(pools=[PoolSpec(name="real", count=2, cpu="4", memory="16Gi")],
@@ -71,8 +70,8 @@ def cloud() -> Iterator[BackgroundCloudSim]:
 
 
 @pytest.fixture
-def sim(tmp_path: Path) -> Iterator[BackgroundCluster]:
-    with BackgroundCluster(CLUSTER, tmp_path / "sim") as c:
+def sim(request: pytest.FixtureRequest, server: str, tmp_path: Path) -> Iterator[AnyCluster]:
+    with open_cluster(request, CLUSTER, tmp_path / "sim") as c:
         yield c
 
 
@@ -88,7 +87,7 @@ def settings(cloud: BackgroundCloudSim, name: str, ready_timeout: float = 30) ->
 
 
 def test_only_its_own_pods_move_and_never_a_pod_just_deleted(
-        sim: BackgroundCluster, cloud: BackgroundCloudSim) -> None:
+        sim: AnyCluster, cloud: BackgroundCloudSim) -> None:
     """Another scheduler's pod and a pod a user put on the virtual node with nodeName stay
     where they are; a pod the rebalancer still believes running after its deletion (a lagging
     watch) is read again before any copy is made, and is not copied."""
@@ -161,7 +160,7 @@ def _holder(api: client.ApiClient) -> str | None:
     pytest.param(120, 6, False, id="the copies never start: the new leader rolls back"),
 ])
 def test_a_leader_killed_mid_move_leaves_no_pod_running_twice(
-        sim: BackgroundCluster, cloud: BackgroundCloudSim, tmp_path: Path,
+        sim: AnyCluster, cloud: BackgroundCloudSim, tmp_path: Path,
         start_seconds: int, ready_timeout: float, finished: bool) -> None:
     name = "rb-sched"
     api = config.new_client_from_config(config_file=str(sim.kubeconfig))

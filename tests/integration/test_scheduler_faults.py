@@ -12,21 +12,21 @@ import pytest
 from kubernetes import client, config
 
 from pyscheduler_sim.cluster import ClusterSpec, PoolSpec
-from pyscheduler_sim.harness import BackgroundCluster
-from tests.conftest import SchedulerThread, wait_for
+from tests.conftest import AnyCluster, SchedulerThread, open_cluster, wait_for
 
 
 @pytest.fixture(scope="module")
-def sim(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BackgroundCluster]:
+def sim(request: pytest.FixtureRequest, server: str,
+        tmp_path_factory: pytest.TempPathFactory) -> Iterator[AnyCluster]:
     spec = ClusterSpec(pools=[PoolSpec(name="n", count=20, cpu="8", memory="32Gi")],
                        run_pods=False, lease_renew_seconds=5)
     # A short watch history, so that a scheduler cut off during a burst must relist (410).
-    with BackgroundCluster(spec, tmp_path_factory.mktemp("faults"), history=60) as c:
+    with open_cluster(request, spec, tmp_path_factory.mktemp("faults"), history=60) as c:
         yield c
 
 
 @pytest.fixture(scope="module")
-def core(sim: BackgroundCluster) -> client.CoreV1Api:
+def core(sim: AnyCluster) -> client.CoreV1Api:
     return client.CoreV1Api(config.new_client_from_config(config_file=str(sim.kubeconfig)))
 
 
@@ -57,7 +57,7 @@ def scheduled_events(core: client.CoreV1Api, ns: str) -> dict[str, int]:
     return counts
 
 
-def test_standby_takes_over_when_the_leader_dies(sim: BackgroundCluster,
+def test_standby_takes_over_when_the_leader_dies(sim: AnyCluster,
                                                  core: client.CoreV1Api) -> None:
     ns = make_ns(core)
     election = {"enabled": True, "leaseName": f"lease-{ns}", "leaseDurationSeconds": 2,
@@ -87,7 +87,8 @@ def test_standby_takes_over_when_the_leader_dies(sim: BackgroundCluster,
                 s.stop()
 
 
-def test_dropped_watches_and_expired_history_lose_nothing(sim: BackgroundCluster,
+@pytest.mark.embedded_only("drops the embedded server's watches and shrinks its history")
+def test_dropped_watches_and_expired_history_lose_nothing(sim: AnyCluster,
                                                           core: client.CoreV1Api) -> None:
     ns = make_ns(core)
     s = SchedulerThread(sim.kubeconfig, leaderElection={"enabled": False}).start()
@@ -117,7 +118,8 @@ def test_dropped_watches_and_expired_history_lose_nothing(sim: BackgroundCluster
     assert all(n <= 1 for n in scheduled_events(core, ns).values())
 
 
-def test_bind_errors_are_retried_and_never_bind_twice(sim: BackgroundCluster,
+@pytest.mark.embedded_only("injects bind failures into the embedded server")
+def test_bind_errors_are_retried_and_never_bind_twice(sim: AnyCluster,
                                                       core: client.CoreV1Api) -> None:
     ns = make_ns(core)
     s = SchedulerThread(sim.kubeconfig, leaderElection={"enabled": False},

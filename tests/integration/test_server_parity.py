@@ -4,6 +4,7 @@ real server, so a double that lacks the behaviour fails them."""
 
 from __future__ import annotations
 
+import json
 import time
 from typing import Any
 
@@ -40,6 +41,32 @@ def test_an_unknown_resource_of_a_served_group_is_a_status(http: Http, path: str
     assert status == 404
     assert doc["kind"] == "Status" and doc["reason"] == "NotFound", doc
     assert doc["message"] == "the server could not find the requested resource", doc
+
+
+def test_node_affinity_is_validated_with_kubes_messages(core: client.CoreV1Api,
+                                                       namespace: str) -> None:
+    path = "spec.affinity.nodeAffinity"
+    bad = {"metadata": {"name": "bad"}, "spec": {
+        "containers": [{"name": "c", "image": "x"}],
+        "affinity": {"nodeAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+                {"matchExpressions": [{"key": "a", "operator": "Near"}]}]},
+            "preferredDuringSchedulingIgnoredDuringExecution": [
+                {"weight": 0, "preference": {"matchExpressions": [
+                    {"key": "a", "operator": "In"}]}}]}}}}
+    with pytest.raises(ApiException) as caught:
+        core.create_namespaced_pod(namespace, bad)
+    assert caught.value.status == 422
+    causes = {c["field"]: c["message"]
+              for c in json.loads(caught.value.body)["details"]["causes"]}
+    assert causes == {
+        f"{path}.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms[0]"
+        ".matchExpressions[0].operator": 'Invalid value: "Near": not a valid selector operator',
+        f"{path}.preferredDuringSchedulingIgnoredDuringExecution[0].weight":
+            "Invalid value: 0: must be in the range 1-100",
+        f"{path}.preferredDuringSchedulingIgnoredDuringExecution[0].preference"
+        ".matchExpressions[0].values":
+            "Required value: must be specified when `operator` is 'In' or 'NotIn'"}
 
 
 @pytest.fixture(scope="module")

@@ -383,8 +383,7 @@ def test_job_selector_is_generated_from_its_uid(http: Http, namespace: str) -> N
     status, refused = http("POST", base, job("always", template={
         "spec": {"restartPolicy": "Always", "containers": [container()]}}))
     assert status == 422 and causes(refused) == [
-        'spec.template.spec.restartPolicy: Unsupported value: "Always": supported values: '
-        '"OnFailure", "Never"']
+        'spec.template.spec.restartPolicy: Required value: valid values: "OnFailure", "Never"']
     # A selector of one's own needs manualSelector.
     own = {"matchLabels": {"app": "mine"}}
     template = {"metadata": {"labels": {"app": "mine"}},

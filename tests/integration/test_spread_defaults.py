@@ -32,24 +32,24 @@ import pytest
 from kubernetes import client, config
 
 from pyscheduler_sim.cluster import ClusterSpec, PoolSpec
-from pyscheduler_sim.harness import BackgroundCluster
-from tests.conftest import SchedulerThread, wait_for
+from tests.conftest import AnyCluster, SchedulerThread, open_cluster, wait_for
 
 REPLICAS = 6
 
 
 @pytest.fixture
-def sim(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BackgroundCluster]:
+def sim(request: pytest.FixtureRequest, server: str,
+        tmp_path_factory: pytest.TempPathFactory) -> Iterator[AnyCluster]:
     spec = ClusterSpec(pools=[
         PoolSpec(name="big", count=1, cpu="32", memory="128Gi", zones=()),
         PoolSpec(name="small", count=2, cpu="4", memory="16Gi", zones=()),
     ], pod_start_seconds=0.05, pod_termination_seconds=0.1, lease_renew_seconds=5)
-    with BackgroundCluster(spec, tmp_path_factory.mktemp("spread-defaults")) as c:
+    with open_cluster(request, spec, tmp_path_factory.mktemp("spread-defaults")) as c:
         yield c
 
 
 @pytest.fixture
-def api(sim: BackgroundCluster) -> client.ApiClient:
+def api(sim: AnyCluster) -> client.ApiClient:
     return config.new_client_from_config(config_file=str(sim.kubeconfig))
 
 
@@ -94,7 +94,7 @@ def roll_out(api: client.ApiClient, ns: str, name: str, scheduler: SchedulerThre
     return result
 
 
-def test_a_deployment_spreads_as_the_system_defaults_say(sim: BackgroundCluster,
+def test_a_deployment_spreads_as_the_system_defaults_say(sim: AnyCluster,
                                                          api: client.ApiClient,
                                                          ns: str) -> None:
     scheduler = SchedulerThread(sim.kubeconfig, leaderElection={"enabled": False},
@@ -107,7 +107,7 @@ def test_a_deployment_spreads_as_the_system_defaults_say(sim: BackgroundCluster,
     assert placed == {"big-0": 2, "small-0": 2, "small-1": 2}
 
 
-def test_without_default_constraints_resources_pack_the_big_node(sim: BackgroundCluster,
+def test_without_default_constraints_resources_pack_the_big_node(sim: AnyCluster,
                                                                   api: client.ApiClient,
                                                                   ns: str) -> None:
     scheduler = SchedulerThread(sim.kubeconfig, leaderElection={"enabled": False},

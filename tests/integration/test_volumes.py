@@ -13,8 +13,7 @@ import pytest
 from kubernetes import client, config
 
 from pyscheduler_sim.cluster import ClusterSpec, PoolSpec
-from pyscheduler_sim.harness import BackgroundCluster
-from tests.conftest import SchedulerThread, wait_for
+from tests.conftest import AnyCluster, SchedulerThread, open_cluster, wait_for
 
 Obj = dict[str, Any]
 ZONE = "topology.kubernetes.io/zone"
@@ -24,11 +23,12 @@ NOT_HELPFUL = f"preemption: 0/{NODES} nodes are available: {NODES} Preemption is
 
 
 @pytest.fixture(scope="module")
-def sim(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BackgroundCluster]:
+def sim(request: pytest.FixtureRequest, server: str,
+        tmp_path_factory: pytest.TempPathFactory) -> Iterator[AnyCluster]:
     spec = ClusterSpec(pools=[PoolSpec(name="n", count=NODES, cpu="4", memory="8Gi",
                                        zones=("zone-a", "zone-b", "zone-c"))],
                        pod_start_seconds=0.05, pod_termination_seconds=0.2)
-    with BackgroundCluster(spec, tmp_path_factory.mktemp("volumes")) as c:
+    with open_cluster(request, spec, tmp_path_factory.mktemp("volumes")) as c:
         storage = client.StorageV1Api(config.new_client_from_config(
             config_file=str(c.kubeconfig)))
         storage.create_storage_class({
@@ -43,12 +43,12 @@ def sim(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BackgroundCluster]
 
 
 @pytest.fixture(scope="module")
-def core(sim: BackgroundCluster) -> client.CoreV1Api:
+def core(sim: AnyCluster) -> client.CoreV1Api:
     return client.CoreV1Api(config.new_client_from_config(config_file=str(sim.kubeconfig)))
 
 
 @pytest.fixture(scope="module")
-def scheduler(sim: BackgroundCluster) -> Iterator[SchedulerThread]:
+def scheduler(sim: AnyCluster) -> Iterator[SchedulerThread]:
     s = SchedulerThread(sim.kubeconfig, leaderElection={"enabled": False}, seed=5).start()
     yield s
     s.stop()

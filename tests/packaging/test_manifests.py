@@ -27,9 +27,8 @@ import pytest
 import yaml
 
 from pyscheduler_sim.cluster import ClusterSpec, PoolSpec
-from pyscheduler_sim.harness import BackgroundCluster
 from pyscheduler_sim.server import KUBE_VERSION, AuditRecord
-from tests.conftest import KUBECTL, Kubectl, SchedulerThread, wait_for
+from tests.conftest import AnyCluster, KUBECTL, Kubectl, SchedulerThread, open_cluster, wait_for
 
 pytestmark = pytest.mark.kubectl
 
@@ -590,16 +589,17 @@ def test_every_rbac_rule_names_the_code_that_needs_it() -> None:
 
 
 @pytest.fixture(scope="module")
-def sim(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BackgroundCluster]:
+def sim(request: pytest.FixtureRequest, server: str,
+        tmp_path_factory: pytest.TempPathFactory) -> Iterator[AnyCluster]:
     spec = ClusterSpec(pools=[PoolSpec(name="real", count=2, cpu="2", memory="8Gi")],
                        pod_start_seconds=0.05, pod_termination_seconds=0.1,
                        lease_renew_seconds=5)
-    with BackgroundCluster(spec, tmp_path_factory.mktemp("manifests")) as c:
+    with open_cluster(request, spec, tmp_path_factory.mktemp("manifests")) as c:
         yield c
 
 
 @pytest.fixture(scope="module")
-def sim_kubectl(sim: BackgroundCluster, tmp_path_factory: pytest.TempPathFactory) -> Kubectl:
+def sim_kubectl(sim: AnyCluster, tmp_path_factory: pytest.TempPathFactory) -> Kubectl:
     if KUBECTL is None:
         pytest.skip("kubectl is not installed on this machine")
     return Kubectl(sim.kubeconfig, tmp_path_factory.mktemp("kubectl-cache"))
@@ -675,7 +675,7 @@ def test_the_embedded_cluster_accepts_every_manifest(sim_kubectl: Kubectl, rende
             "jobs": ["NAME", "STATUS", "COMPLETIONS", "DURATION", "AGE"],
             "roles": ["NAME", "CREATED", "AT"],
             "rolebindings": ["NAME", "ROLE", "AGE"],
-            "resourcequotas": ["NAME", "AGE", "REQUEST", "LIMIT"],
+            "resourcequotas": ["NAME", "REQUEST", "LIMIT", "AGE"],
         }
         for plural, header in headers.items():
             lines = sim_kubectl("get", plural, "-n", NAMESPACE).stdout.splitlines()
@@ -745,8 +745,8 @@ def test_a_wrong_manifest_is_refused_with_the_reason(sim_kubectl: Kubectl,
     role = find(rendered.main, "Role")
     broken_role = {**role, "metadata": {**role["metadata"], "name": "broken"},
                    "rules": [{"apiGroups": [""], "resources": ["pods"]}]}
-    for doc, reason in ((broken_job, 'spec.template.spec.restartPolicy: Unsupported value: '
-                                     '"Always"'),
+    for doc, reason in ((broken_job, 'spec.template.spec.restartPolicy: Required value: '
+                                     'valid values: "OnFailure", "Never"'),
                         (broken_role, "rules[0].verbs: Required value")):
         proc = sim_kubectl("create", "-f", "-", input=yaml.safe_dump(doc), check=False)
         assert proc.returncode != 0 and reason in proc.stderr, proc.stderr
@@ -888,7 +888,7 @@ def _service_account(rendered: Rendered) -> tuple[str, str]:
             deployment["metadata"]["namespace"])
 
 
-def _scheduler_requests(sim: BackgroundCluster, log: list[AuditRecord]) -> set[Request]:
+def _scheduler_requests(sim: AnyCluster, log: list[AuditRecord]) -> set[Request]:
     records = sim.call(lambda: list(log))
     ours = [r for r in records if r.user_agent.startswith("pyscheduler/")]
     assert ours, "the scheduler's requests were not recorded"
@@ -914,13 +914,13 @@ def _fast(document: Obj) -> Obj:
             "podMaxInUnschedulablePodsSeconds": 1}
 
 
-def _recording(sim: BackgroundCluster) -> list[AuditRecord]:
+def _recording(sim: AnyCluster) -> list[AuditRecord]:
     log: list[AuditRecord] = []
     sim.call(lambda: setattr(sim.cluster.server, "audit_log", log))
     return log
 
 
-def _stop_recording(sim: BackgroundCluster) -> None:
+def _stop_recording(sim: AnyCluster) -> None:
     sim.call(lambda: setattr(sim.cluster.server, "audit_log", None))
 
 
@@ -944,8 +944,9 @@ def _check(requests: set[Request], grants: list[Grant], *, unused_allowed: bool)
     assert not stale, f"rare permissions that the manifests no longer grant: {stale}"
 
 
+@pytest.mark.embedded_only("reads the embedded server's audit of every request")
 def test_shipped_configuration_needs_only_the_main_rbac(
-        sim: BackgroundCluster, sim_kubectl: Kubectl, rendered: Rendered,
+        sim: AnyCluster, sim_kubectl: Kubectl, rendered: Rendered,
         installed: dict[str, Path]) -> None:
     """With the configuration as shipped (virtual nodes off), manifests/ alone suffices."""
     document = _fast(config_document(rendered.main))
@@ -976,8 +977,9 @@ def test_shipped_configuration_needs_only_the_main_rbac(
             ("leases", "create"), ("secrets", "get")} <= verbs
 
 
+@pytest.mark.embedded_only("reads the embedded server's audit of every request")
 def test_rbac_allows_every_request_and_grants_nothing_unused(
-        sim: BackgroundCluster, sim_kubectl: Kubectl, rendered: Rendered,
+        sim: AnyCluster, sim_kubectl: Kubectl, rendered: Rendered,
         installed: dict[str, Path], tmp_path: Path) -> None:
     """Fragments and virtual nodes on: manifests/ plus manifests/virtual-nodes/ allow every
     request the scheduler makes, and every permission they grant is used."""
