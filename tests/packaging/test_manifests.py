@@ -25,6 +25,7 @@ from typing import Any
 import aiohttp
 import pytest
 import yaml
+from kubernetes import client, config
 
 from pyscheduler_sim.cluster import ClusterSpec, PoolSpec
 from pyscheduler_sim.server import KUBE_VERSION, AuditRecord
@@ -1099,3 +1100,53 @@ def _exercise_everything(kubectl: Kubectl, scheduler: SchedulerThread, ns: str, 
         return any(m == "PUT" and "/leases/" in p for m, p in paths) and any(
             m == "PATCH" and "/namespaces/kube-node-lease/leases/" in p for m, p in paths)
     wait_for(renewed, timeout=20, what="the leader and node Leases to be renewed")
+
+
+def _service_account_kubeconfig(sim: AnyCluster, rendered: Rendered, path: Path) -> Path:
+    """A kubeconfig that authenticates as the Deployment's ServiceAccount, with a token from
+    the TokenRequest API, as the kubelet mounts one into the scheduler's pod."""
+    from pyscheduler_sim.cluster import kubeconfig as kubeconfig_for
+
+    core = client.CoreV1Api(config.new_client_from_config(config_file=str(sim.kubeconfig)))
+    account, namespace = _service_account(rendered)
+    token = core.create_namespaced_service_account_token(account, namespace, {
+        "spec": {"audiences": ["https://kubernetes.default.svc.cluster.local"],
+                 "expirationSeconds": 3600}}).status.token
+    path.write_text(yaml.safe_dump(kubeconfig_for(sim.url, token, sim.ca_file.read_bytes())))
+    return path
+
+
+@pytest.mark.real_only("kube-apiserver enforces RBAC; the embedded cluster authorizes every "
+                       "request (its audit is checked against the rules instead)")
+def test_the_shipped_service_account_is_enough_on_a_real_server(
+        sim: AnyCluster, sim_kubectl: Kubectl, rendered: Rendered,
+        installed: dict[str, Path], tmp_path: Path) -> None:
+    """The scheduler runs as the shipped ServiceAccount, bound by manifests/ alone, on a server
+    that denies whatever the rules do not grant: it leads, binds, reports and records."""
+    document = _fast(config_document(rendered.main))
+    ns = "rbac-real"
+    sim_kubectl("create", "namespace", ns)
+    _delete_leader_lease(sim_kubectl, document)
+    scheduler = SchedulerThread(_service_account_kubeconfig(sim, rendered, tmp_path / "kc"),
+                                **document)
+    try:
+        scheduler.start()
+        for pod in (_pod("fits", "100m", annotations={"wssp/explain": "true"}),
+                    _pod("too-big", "64")):
+            sim_kubectl("create", "-n", ns, "-f", "-", input=yaml.safe_dump(pod))
+        fits = wait_for(lambda: (lambda p: p["spec"].get("nodeName") and p)(
+            sim_kubectl.json("get", "pod", "fits", "-n", ns)), timeout=30,
+            what="the pod to be bound")
+        assert "wssp/decision" in fits["metadata"]["annotations"]
+        wait_for(lambda: any(c.get("reason") == "Unschedulable" for c in sim_kubectl.json(
+            "get", "pod", "too-big", "-n", ns)["status"].get("conditions", [])),
+            timeout=30, what="the unschedulable condition")
+        events = sim_kubectl.json("get", "events", "-n", ns)["items"]
+        assert {"Scheduled", "FailedScheduling"} <= {e["reason"] for e in events}
+        election = document["leaderElection"]
+        lease = sim_kubectl.json("get", "lease", election["leaseName"], "-n",
+                                 election["leaseNamespace"])
+        assert lease["spec"]["holderIdentity"]
+    finally:
+        scheduler.stop()
+        sim_kubectl("delete", "namespace", ns, "--wait=false")
