@@ -6,6 +6,7 @@ STAMP := $(VENV)/.installed-stamp
 
 .PHONY: venv test typecheck lint-imports unit demo bench bench-apiserver bench-scheduler \
 	bench-fragments bench-bursting bench-fairness bench-shapes bench-startup bench-scale bench-pairs \
+	bench-kube \
 	fragments \
 	toolchain test-wasmer clean image wheel
 
@@ -72,7 +73,7 @@ demo: venv
 
 # Benchmarks print figures and assert nothing about time.
 bench: bench-apiserver bench-scheduler bench-pairs bench-fragments bench-bursting bench-fairness \
-	bench-shapes bench-startup bench-scale
+	bench-shapes bench-startup bench-scale bench-kube
 
 bench-apiserver: venv
 	$(PY) hack/bench_apiserver.py
@@ -84,6 +85,14 @@ bench-scheduler: venv
 # 10,000 pods alternating in ABBA order, each pair's ratio and the pooled one.
 bench-pairs: venv
 	$(PY) hack/bench_scheduler.py pairs --rounds 6 --json bench-pairs.json
+
+# pyscheduler beside kube-scheduler on a real kube-apiserver: KUBEBUILDER_ASSETS names the
+# binaries (setup-envtest); BENCH_KUBECONFIG (and BENCH_APISERVER_PID) a server of your own.
+bench-kube: venv
+	for size in "1000 3000" "5000 10000"; do set -- $$size; \
+	  $(PY) hack/bench_kube.py --nodes $$1 --pods $$2 --rounds 2 \
+	    $${BENCH_KUBECONFIG:+--kubeconfig $$BENCH_KUBECONFIG} \
+	    $${BENCH_APISERVER_PID:+--apiserver-pid $$BENCH_APISERVER_PID} || exit 1; done
 
 bench-fragments: venv
 	$(PY) hack/bench_fragments.py all --json bench-fragments.json

@@ -338,9 +338,9 @@ class ControlPlane:
         self.stop()
 
     def client(self) -> Any:
-        from kubernetes import client, config
-        return client.ApiClient(config.new_client_from_config(
-            config_file=str(self.kubeconfig)).configuration)
+        from kubernetes import config
+        load: Any = config.new_client_from_config
+        return load(config_file=str(self.kubeconfig))
 
 
 class RealCluster:
@@ -364,7 +364,7 @@ class RealCluster:
         self.token = plane.token
         self.compact = plane.compact
         self.api = plane.client()
-        self.core = client.CoreV1Api(self.api)
+        self.core: Any = client.CoreV1Api(self.api)
         self.nodes: dict[str, NodeSpec] = {n.name: n for n in spec.node_specs()}
         self._kubelet = _Kubelets(self.core, self.nodes, run_pods=spec.run_pods)
         self._provisioner = _Provisioner(self.api)
@@ -399,7 +399,7 @@ def reset(core: Any, api: Any) -> None:
     """Remove what tests made on a shared control plane: pods (at once), namespaces, nodes,
     volumes, storage and priority classes, custom resource definitions, webhooks."""
     from kubernetes import client
-    from kubernetes.client.rest import ApiException
+    from kubernetes.client.exceptions import ApiException
 
     def quietly(call: Any, *args: Any, **kwargs: Any) -> None:
         with contextlib.suppress(ApiException):
@@ -419,7 +419,7 @@ def reset(core: Any, api: Any) -> None:
     quietly(storage.delete_collection_storage_class)
     quietly(storage.delete_collection_csi_node)
     quietly(storage.delete_collection_csi_driver)
-    scheduling = client.SchedulingV1Api(api)
+    scheduling: Any = client.SchedulingV1Api(api)
     for pc in scheduling.list_priority_class().items:
         if not pc.metadata.name.startswith("system-"):
             quietly(scheduling.delete_priority_class, pc.metadata.name)
@@ -463,7 +463,7 @@ class _Kubelets:
 
     def _watch(self) -> None:
         from kubernetes import watch
-        from kubernetes.client.rest import ApiException
+        from kubernetes.client.exceptions import ApiException
 
         rv = ""
         while not self._stop.is_set():
@@ -474,7 +474,9 @@ class _Kubelets:
                     for pod in listing.items:
                         self._seen(self.core.api_client.sanitize_for_serialization(pod))
                     rv = listing.metadata.resource_version
-                stream = watch.Watch().stream(
+                watch_type: Any = watch.Watch
+                watcher = watch_type()
+                stream = watcher.stream(
                     self.core.list_pod_for_all_namespaces, field_selector="spec.nodeName!=",
                     resource_version=rv, timeout_seconds=5, allow_watch_bookmarks=True,
                     _preload_content=False)
@@ -526,7 +528,7 @@ class _Kubelets:
             self._timers.pop(key, None)
         if self._stop.is_set():
             return
-        from kubernetes.client.rest import ApiException
+        from kubernetes.client.exceptions import ApiException
         with contextlib.suppress(ApiException):
             fn(*args)
 
@@ -574,7 +576,7 @@ class _Provisioner:
 
     def _loop(self) -> None:
         from kubernetes import client
-        from kubernetes.client.rest import ApiException
+        from kubernetes.client.exceptions import ApiException
 
         core, storage = client.CoreV1Api(self.api), client.StorageV1Api(self.api)
         plain = self.api.sanitize_for_serialization
@@ -589,7 +591,7 @@ class _Provisioner:
 
     @staticmethod
     def _provision(core: Any, storage: Any, pvc: dict[str, Any]) -> None:
-        from kubernetes.client.rest import ApiException
+        from kubernetes.client.exceptions import ApiException
 
         from pyscheduler_sim.volumes import provisioned_topology, provisioned_volume
 

@@ -691,7 +691,7 @@ def _validate_node_affinity(affinity: object, path: str, errs: list[FieldError])
         if not isinstance(term, dict):
             errs.append(invalid(p, term, MUST_BE_OBJECT))
             continue
-        weight = term.get("weight")
+        weight: Any = term.get("weight")
         if not _is_int(weight) or not 1 <= weight <= 100:
             errs.append(invalid(p + ".weight", weight, "must be in the range 1-100"))
         preference = term.get("preference") or {}

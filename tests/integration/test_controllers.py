@@ -15,6 +15,9 @@ from kubernetes.client.rest import ApiException
 from pyscheduler_sim.harness import BackgroundCluster
 from tests.conftest import Http, Kubectl, small_cluster, wait_for
 
+#: a test of the embedded cluster's own controllers and kubelets.
+pytestmark = pytest.mark.embedded_only("a test of the embedded cluster's own controllers and kubelets")
+
 
 def template(app: str) -> dict[str, Any]:
     return {"metadata": {"labels": {"app": app}},

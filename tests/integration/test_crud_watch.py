@@ -13,6 +13,9 @@ from pyscheduler_sim.cluster import ClusterSpec, PoolSpec
 from pyscheduler_sim.harness import BackgroundCluster
 from tests.conftest import Http, wait_for
 
+#: The embedded server's own REST emulation, tested as it is.
+pytestmark = pytest.mark.embedded_only("a test of the embedded server's own REST emulation")
+
 
 def pod(name: str, labels: dict[str, str] | None = None, **spec: Any) -> dict[str, Any]:
     return {"apiVersion": "v1", "kind": "Pod",
@@ -208,6 +211,7 @@ def test_watch_without_resource_version_starts_with_current_state(
     assert events == [("ADDED", "there")]
 
 
+@pytest.mark.embedded_only("tunes the embedded server's bookmark interval")
 def test_watch_bookmarks_and_timeout(http: Http, namespace: str,
                                      cluster: BackgroundCluster) -> None:
     cluster.call(lambda: setattr(cluster.cluster.server, "bookmark_interval", 0.2))
@@ -355,7 +359,7 @@ def test_unauthorized_without_or_with_wrong_token(cluster: BackgroundCluster) ->
                      headers={"Authorization": "Bearer wrong"})
     assert r.status == 401
     r = http.request("GET", f"{cluster.url}/api/v1/pods",
-                     headers={"Authorization": f"Bearer {cluster.cluster.token}"})
+                     headers={"Authorization": f"Bearer {cluster.token}"})
     assert r.status == 200
 
 

@@ -8,6 +8,8 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from pyscheduler.kube.client import KubeClient, api_path
 from pyscheduler.kube.informer import Informer
 from pyscheduler_sim.cluster import ClusterSpec, PoolSpec
@@ -190,10 +192,12 @@ def _dropped_watch_loses_nothing(cluster: BackgroundCluster, namespace: str,
     return run(body)
 
 
+@pytest.mark.embedded_only("drops the embedded server's watches")
 def test_clean_watch_drop_loses_nothing(cluster: BackgroundCluster, namespace: str) -> None:
     _dropped_watch_loses_nothing(cluster, namespace, abrupt=False)
 
 
+@pytest.mark.embedded_only("cuts the embedded server's watch connections")
 def test_abrupt_watch_drop_loses_nothing(cluster: BackgroundCluster, namespace: str) -> None:
     informer = _dropped_watch_loses_nothing(cluster, namespace, abrupt=True)
     assert informer.reconnects >= 1

@@ -16,6 +16,9 @@ from pyscheduler_sim.harness import BackgroundCluster
 from pyscheduler_sim.server import AuditRecord
 from tests.conftest import Http, Kubectl
 
+#: a test of the embedded server's own types and defaults.
+pytestmark = pytest.mark.embedded_only("a test of the embedded server's own types and defaults")
+
 RBAC = "/apis/rbac.authorization.k8s.io/v1"
 Obj = dict[str, Any]
 
@@ -444,6 +447,7 @@ def test_resource_quota_scopes_are_checked(http: Http, namespace: str) -> None:
 # The request log
 
 
+@pytest.mark.embedded_only("reads the embedded server's audit log")
 def test_request_log_records_who_asked_for_what(cluster: BackgroundCluster, http: Http,
                                                 namespace: str) -> None:
     server = cluster.cluster.server

@@ -392,6 +392,7 @@ def test_pods_run_with_the_instance_ip_and_are_deleted_with_their_instance(
     run(body)
 
 
+@pytest.mark.embedded_only("reads the embedded server's audit log")
 def test_each_status_is_written_once_with_the_instance_annotation(
         cluster: BackgroundCluster) -> None:
     """An instance that is Running at once costs its pod one write: the status and the
