@@ -36,6 +36,7 @@ from dataclasses import dataclass
 import numpy as np
 import structlog
 
+from pyscheduler.api.times import rfc3339
 from pyscheduler.framework.interface import CycleContext
 from pyscheduler.framework.lifecycle import WaitingRoom
 from pyscheduler.framework.nodetable import NodeTable
@@ -280,7 +281,11 @@ class Preemptor:
         condition = {"type": DISRUPTION_TARGET, "status": "True",
                      "reason": PREEMPTION_BY_SCHEDULER,
                      "message": f"{preemptor.scheduler_name}: preempting to accommodate a "
-                                "higher priority pod"}
+                                "higher priority pod",
+                     # Without it kube-controller-manager's disruption controller takes the
+                     # condition for a stale one (set at the zero time) and resets it to False
+                     # if it looks before the deletion lands.
+                     "lastTransitionTime": rfc3339()}
         path = api_path("v1", "pods", namespace=victim.namespace, name=victim.name)
         if self.waiting is not None and self.waiting.preempted(
                 victim.uid, f"preempted by pod {preemptor.uid} on node {node}"):

@@ -40,6 +40,12 @@ SERVERS = ("embedded", "real")
 #: Why the real-server runs are skipped on this machine (None: they run).
 NO_REAL_SERVER = missing_assets(("kube-apiserver", "etcd", "kube-controller-manager"))
 
+#: Why a test cannot run on the test bed's real server: the etcd it runs on (Debian's 3.4.23)
+#: lacks RequestWatchProgress, and kube-apiserver 1.36 then refuses a watch without a
+#: resourceVersion with 500. A cluster's etcd (3.5 or later) serves it.
+ETCD_34_WATCH = ("the test bed's etcd 3.4.23 lacks RequestWatchProgress, and kube-apiserver 1.36 "
+                 "then answers a watch without a resourceVersion with 500")
+
 #: Either server's cluster, as tests see it.
 AnyCluster = BackgroundCluster | RealCluster
 

@@ -9,7 +9,8 @@ a cause type (``FieldValueInvalid``...), a field path rendered exactly as
 ``field.Path`` does (``spec.containers[0].resources.requests[cpu]``), the bad
 value and a detail.  :attr:`FieldError.message` renders the error like Go's
 ``(*field.Error).Error()``: strings are quoted the way ``%q`` quotes them,
-integers and booleans are printed bare, lists of strings as ``[]string{...}``.
+integers and booleans are printed bare, anything else as Go's ``json.Marshal`` writes it
+(``["a","b"]``, ``{"k":"v"}``), as apimachinery 1.36 does.
 The string checks (``IsDNS1123Label``, ``IsQualifiedName``,
 ``IsValidLabelValue``...) return the same detail strings as apimachinery and
 memoise their results, since the same label keys and values recur constantly.
@@ -41,6 +42,7 @@ from functools import lru_cache
 
 
 __all__ = [
+    "go_json",
     "MUST_BE_ARRAY",
     "MUST_BE_BOOLEAN",
     "MUST_BE_INTEGER",
@@ -182,12 +184,18 @@ def _render(v: object) -> str:
         return str(v)
     if isinstance(v, float):
         return _go_float(v)
-    if isinstance(v, (list, tuple)) and all(isinstance(x, str) for x in v):
-        return "[]string{" + ", ".join(go_quote(x) for x in v) + "}"
+    return go_json(v)
+
+
+def go_json(v: object) -> str:
+    """``json.Marshal``'s text for a JSON value: no spaces, map keys sorted, UTF-8 kept, and
+    ``<``, ``>``, ``&`` escaped as Go escapes them for HTML."""
     try:
-        return json.dumps(v, sort_keys=True, separators=(",", ":"), default=str)
+        text = json.dumps(v, sort_keys=True, separators=(",", ":"), ensure_ascii=False,
+                          default=str)
     except (TypeError, ValueError):
         return repr(v)
+    return text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
 
 
 @dataclass(frozen=True, slots=True)

@@ -25,8 +25,10 @@ them all.
 
 from __future__ import annotations
 
+import asyncio
 import datetime as dt
 import math
+from fractions import Fraction
 from collections.abc import Hashable, Iterable
 from typing import Any, NamedTuple
 
@@ -44,6 +46,7 @@ from pyscheduler_sim.controller_utils import (
 from pyscheduler_sim.registry import Registry, now_rfc3339
 from pyscheduler_sim.resources import ResourceType
 from pyscheduler.api.labels import SelectorError, label_selector_from_dict
+from pyscheduler.api.quantity import QuantityError, format_quantity, parse_quantity
 from pyscheduler_sim.store import Stored
 
 __all__ = [
@@ -52,6 +55,7 @@ __all__ = [
     "GarbageCollector",
     "NamespaceController",
     "ReplicaSetController",
+    "ResourceQuotaController",
     "all_controllers",
 ]
 
@@ -602,7 +606,42 @@ class GarbageCollector(Controller):
 
 # -- PodDisruptionBudgets -----------------------------------------------------------------------
 
+#: How long a DisruptionTarget=True condition may stand on a pod that is not deleted before
+#: kube's disruption controller takes it for stale and sets it to False.
+STALE_DISRUPTION_SECONDS = 120.0
+
+
+def _utc(stamp: Any) -> dt.datetime | None:
+    try:
+        return dt.datetime.strptime(str(stamp), "%Y-%m-%dT%H:%M:%SZ").replace(
+            tzinfo=dt.timezone.utc)
+    except ValueError:
+        return None
+
+
+def stale_disruption_in(pod: Obj, now: dt.datetime) -> float | None:
+    """Seconds until the pod's DisruptionTarget condition is stale (0 when it is), or None when
+    it has none that can be: the pod is deleting or finished, the condition is not True, or the
+    kubelet set it. A condition without a transition time is stale at once, as in kube."""
+    status = pod.get("status") or {}
+    if pod["metadata"].get("deletionTimestamp") or status.get("phase") in ("Succeeded", "Failed"):
+        return None
+    for c in status.get("conditions") or ():
+        if c.get("type") == "DisruptionTarget":
+            if c.get("status") != "True" or c.get("reason") == "TerminationByKubelet":
+                return None
+            since = _utc(c.get("lastTransitionTime"))
+            if since is None:
+                return 0.0
+            return max(0.0, STALE_DISRUPTION_SECONDS - (now - since).total_seconds())
+    return None
+
+
 class DisruptionController(Controller):
+    """PodDisruptionBudget status, and the reset of a stale DisruptionTarget condition (a
+    disruption announced on a pod that was then not deleted). Keys: a namespace for its
+    budgets, ``("pod", namespace, name)`` for a pod's condition."""
+
     name = "disruption-controller"
 
     def on_change(self, kind: str, rt: ResourceType, obj: Obj) -> None:
@@ -610,6 +649,8 @@ class DisruptionController(Controller):
             self.enqueue(obj["metadata"]["namespace"])
         elif rt is self.registry.pods:
             ns = obj["metadata"]["namespace"]
+            if kind != "DELETED":
+                self._check_stale(obj)
             if self.registry.store.tables[self.registry.pdbs.key].objects and any(
                     True for _ in self.registry.store.iter(self.registry.pdbs, ns)):
                 self.enqueue(ns)
@@ -617,7 +658,48 @@ class DisruptionController(Controller):
     def all_keys(self) -> Iterable[Hashable]:
         return {s.namespace for s in self.registry.store.iter(self.registry.pdbs)}
 
+    def _check_stale(self, pod: Obj) -> None:
+        wait = stale_disruption_in(pod, dt.datetime.now(dt.timezone.utc))
+        if wait is None:
+            return
+        key = ("pod", pod["metadata"]["namespace"], pod["metadata"]["name"])
+        if wait <= 0:
+            self.enqueue(key)
+            return
+        try:
+            asyncio.get_running_loop().call_later(wait, self.enqueue, key)
+        except RuntimeError:  # a write from outside the server's loop: the resync finds it
+            pass
+
+    def _reset_stale(self, namespace: str, name: str) -> None:
+        stored = self.registry.store.get(self.registry.pods, namespace, name)
+        if stored is None:
+            return
+        pod = stored.obj
+        wait = stale_disruption_in(pod, dt.datetime.now(dt.timezone.utc))
+        if wait is None:
+            return
+        if wait > 0:
+            self._check_stale(pod)
+            return
+        status = dict(pod.get("status") or {})
+        status["conditions"] = [
+            {"type": "DisruptionTarget", "status": "False", "lastProbeTime": None,
+             "lastTransitionTime": now_rfc3339()} if c.get("type") == "DisruptionTarget" else c
+            for c in status.get("conditions") or ()]
+        try:
+            self.registry.update(self.registry.pods, namespace, name, {**pod, "status": status},
+                                 "status")
+        except errors.ApiError as exc:
+            if exc.code == 409:
+                self.enqueue(("pod", namespace, name))
+            elif exc.code != 404:
+                raise
+
     async def reconcile(self, key: Any) -> None:
+        if isinstance(key, tuple):
+            self._reset_stale(key[1], key[2])
+            return
         namespace = str(key)
         pods = [s for s in self.registry.store.iter(self.registry.pods, namespace)]
         for s in list(self.registry.store.iter(self.registry.pdbs, namespace)):
@@ -635,11 +717,7 @@ class DisruptionController(Controller):
                           if not p["metadata"].get("deletionTimestamp")}
             # An eviction is remembered until the pod is seen deleting, or for 2 minutes.
             for pod_name, when in list(disrupted.items()):
-                try:
-                    stamp = dt.datetime.strptime(when, "%Y-%m-%dT%H:%M:%SZ").replace(
-                        tzinfo=dt.timezone.utc)
-                except ValueError:
-                    stamp = now
+                stamp = _utc(when) or now
                 if pod_name not in live_names or (now - stamp).total_seconds() > 120:
                     del disrupted[pod_name]
             healthy = sum(1 for p in matching if condition_true(p, "Ready")
@@ -674,6 +752,83 @@ class DisruptionController(Controller):
                 return dict(c)
         return {"type": "DisruptionAllowed", "status": state, "reason": reason, "message": "",
                 "observedGeneration": 1, "lastTransitionTime": now_rfc3339()}
+
+
+# -- resource quotas ----------------------------------------------------------------------------
+
+#: The resources a quota's usage is counted for here: the pod evaluator's compute resources
+#: and the pod count. Anything else a quota names is reported with nothing used.
+_COMPUTE = {"cpu": ("requests", "cpu"), "memory": ("requests", "memory"),
+            "requests.cpu": ("requests", "cpu"), "requests.memory": ("requests", "memory"),
+            "limits.cpu": ("limits", "cpu"), "limits.memory": ("limits", "memory")}
+
+
+def _pod_usage(pod: Obj, name: str) -> Fraction:
+    """A pod's use of ``name`` as the quota counts it: the sum over its containers, or the
+    largest init container when that is more."""
+    kind, resource = _COMPUTE[name]
+    spec = pod.get("spec") or {}
+
+    def amount(c: Obj) -> Fraction:
+        value = ((c.get("resources") or {}).get(kind) or {}).get(resource)
+        try:
+            return parse_quantity(value) if value is not None else Fraction(0)
+        except QuantityError:
+            return Fraction(0)
+
+    total = sum((amount(c) for c in spec.get("containers") or ()), Fraction(0))
+    return max([total, *(amount(c) for c in spec.get("initContainers") or ())])
+
+
+class ResourceQuotaController(Controller):
+    """A ResourceQuota's status, as kube-controller-manager keeps it: ``hard`` as the spec
+    says and ``used`` by the namespace's pods that have not finished (for the pod count and
+    the compute resources; 0 for the rest). Quotas are reported, not enforced."""
+
+    name = "resourcequota-controller"
+
+    def __init__(self, registry: Registry) -> None:
+        super().__init__(registry)
+        self.quotas = registry.types[("", "v1", "resourcequotas")]
+
+    def on_change(self, kind: str, rt: ResourceType, obj: Obj) -> None:
+        if rt is self.quotas and kind != "DELETED":
+            self.enqueue(obj["metadata"]["namespace"])
+        elif rt is self.registry.pods:
+            ns = obj["metadata"]["namespace"]
+            if self.registry.store.tables[self.quotas.key].objects and any(
+                    True for _ in self.registry.store.iter(self.quotas, ns)):
+                self.enqueue(ns)
+
+    def all_keys(self) -> Iterable[Hashable]:
+        return {s.namespace for s in self.registry.store.iter(self.quotas)}
+
+    async def reconcile(self, key: Any) -> None:
+        namespace = str(key)
+        pods = [s.view for s in self.registry.store.iter(self.registry.pods, namespace)
+                if (s.view.get("status") or {}).get("phase") not in ("Succeeded", "Failed")]
+        for stored in list(self.registry.store.iter(self.quotas, namespace)):
+            quota = stored.obj
+            hard = dict((quota.get("spec") or {}).get("hard") or {})
+            used: dict[str, str] = {}
+            for name in hard:
+                if name == "pods":
+                    used[name] = str(len(pods))
+                elif name in _COMPUTE:
+                    total = sum((_pod_usage(p, name) for p in pods), Fraction(0))
+                    used[name] = format_quantity(total, binary="memory" in name)
+                else:
+                    used[name] = "0"
+            status = {"hard": hard, "used": used}
+            if quota.get("status") != status:
+                quota["status"] = status
+                try:
+                    self.registry.update(self.quotas, namespace, stored.name, quota, "status")
+                except errors.ApiError as exc:
+                    if exc.code == 409:
+                        self.enqueue(namespace)
+                    elif exc.code != 404:
+                        raise
 
 
 # -- namespaces ---------------------------------------------------------------------------------
@@ -715,4 +870,4 @@ class NamespaceController(Controller):
 def all_controllers(registry: Registry) -> list[Controller]:
     return [ReplicaSetController(registry), DeploymentController(registry),
             GarbageCollector(registry), DisruptionController(registry),
-            NamespaceController(registry)]
+            NamespaceController(registry), ResourceQuotaController(registry)]

@@ -51,7 +51,14 @@ from cryptography.hazmat.primitives.asymmetric import ec
 
 from pyscheduler_sim.certs import make_serving_certs
 from pyscheduler_sim.cluster import ClusterSpec, write_kubeconfig
-from pyscheduler_sim.kubelet import START_SECONDS_ANNOTATION, NodeSpec, annotation_seconds, node_object
+from pyscheduler_sim.kubelet import (
+    START_SECONDS_ANNOTATION,
+    NodeSpec,
+    NodeState,
+    annotation_seconds,
+    container_events,
+    node_object,
+)
 
 __all__ = ["ASSETS_VARIABLE", "CONTROLLERS", "ControlPlane", "ControlPlaneError", "RealCluster",
            "assets", "missing_assets"]
@@ -67,7 +74,8 @@ CONTROLLERS = ("replicaset-controller", "deployment-controller", "statefulset-co
                "namespace-controller", "garbage-collector-controller",
                "resourcequota-controller", "persistentvolumeclaim-protection-controller",
                "persistentvolume-protection-controller", "ephemeral-volume-controller",
-               "serviceaccount-controller", "serviceaccount-token-controller")
+               "serviceaccount-controller", "serviceaccount-token-controller",
+               "pod-garbage-collector-controller")
 
 
 class ControlPlaneError(RuntimeError):
@@ -426,15 +434,19 @@ def reset(core: Any, api: Any) -> None:
     quietly(client.ApiextensionsV1Api(api).delete_collection_custom_resource_definition)
     quietly(client.RbacAuthorizationV1Api(api).delete_collection_cluster_role_binding,
             label_selector="pyscheduler.io/test")
-    # kube's namespace controller empties a namespace before it goes: the next module may
-    # want the same name back.
+    # The namespaces go in the background: kube's namespace controller waits five seconds
+    # before it empties one, and the pods, the only objects a scheduler acts on, are gone
+    # already. (A test that creates a namespace by a fixed name must not do so twice in a
+    # session.) A definition of the same name may come back with the next module: wait for
+    # the custom resource definitions, which go once their objects have.
+    extensions = client.ApiextensionsV1Api(api)
     deadline = time.monotonic() + 60
-    while any(ns.metadata.name not in system for ns in core.list_namespace().items):
+    while left := extensions.list_custom_resource_definition().items:
         if time.monotonic() > deadline:
-            left = sorted(ns.metadata.name for ns in core.list_namespace().items
-                          if ns.metadata.name not in system)
-            raise ControlPlaneError(f"namespaces still terminating after 60 s: {left}")
-        time.sleep(0.2)
+            names = sorted(str(crd.metadata and crd.metadata.name) for crd in left)
+            raise ControlPlaneError(f"custom resource definitions still there after 60 s: "
+                                    f"{names}")
+        time.sleep(0.1)
 
 
 class _Kubelets:
@@ -448,7 +460,7 @@ class _Kubelets:
         self._timers: dict[tuple[str, str], threading.Timer] = {}
         self._lock = threading.Lock()
         self._thread = threading.Thread(target=self._watch, name="envtest-kubelets", daemon=True)
-        self._ips: dict[str, int] = {}
+        self._states = {name: NodeState(spec) for name, spec in nodes.items()}
 
     def start(self) -> None:
         self._thread.start()
@@ -538,8 +550,8 @@ class _Kubelets:
         if pod.metadata.uid != uid or pod.metadata.deletion_timestamp or \
                 pod.status.phase != "Pending":
             return
-        serial = self._ips[node.name] = self._ips.get(node.name, 1) + 1
-        base = node.internal_ip.rsplit(".", 1)[0] if node.internal_ip else "10.244.0"
+        with self._lock:
+            ip = self._states[node.name].allocate_ip(uid) or node.internal_ip or "127.0.0.1"
         conditions = [{"type": t, "status": "True", "lastTransitionTime": now}
                       for t in ("Initialized", "Ready", "ContainersReady", "PodScheduled")]
         containers = [{"name": c.name, "image": c.image, "imageID": "", "ready": True,
@@ -548,13 +560,19 @@ class _Kubelets:
                       for c in pod.spec.containers]
         self.core.patch_namespaced_pod_status(key[1], key[0], {"status": {
             "phase": "Running", "hostIP": node.internal_ip or "127.0.0.1",
-            "podIP": f"{base}.{serial % 250 + 2}", "startTime": now,
+            "podIP": ip, "podIPs": [{"ip": ip}], "startTime": now,
             "conditions": conditions, "containerStatuses": containers}})
+        plain = self.core.api_client.sanitize_for_serialization(pod)
+        for event in container_events(plain, node.name, failed=False):
+            self.core.create_namespaced_event(key[0], event)
 
     def _remove(self, key: tuple[str, str], uid: str) -> None:
         from kubernetes import client
         self.core.delete_namespaced_pod(key[1], key[0], body=client.V1DeleteOptions(
             grace_period_seconds=0, preconditions=client.V1Preconditions(uid=uid)))
+        with self._lock:
+            for state in self._states.values():
+                state.release_ip(uid)
 
 
 class _Provisioner:

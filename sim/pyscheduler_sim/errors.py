@@ -186,6 +186,48 @@ def unauthorized() -> ApiError:
     return ApiError(401, "Unauthorized", "Unauthorized")
 
 
+ANONYMOUS = "system:anonymous"
+
+
+def anonymous_forbidden(method: str, path: str, query: dict[str, str]) -> ApiError:
+    """What kube-apiserver answers a request that carries no credentials: anonymous auth lets
+    it in as ``system:anonymous`` and RBAC, which grants that user only the health and version
+    paths, refuses it (a 403 naming the verb and resource, as kube's request info reads them)."""
+    parts = [p for p in path.split("/") if p]
+    if parts[:1] == ["api"] and len(parts) >= 3:
+        group, rest = "", parts[2:]
+    elif parts[:1] == ["apis"] and len(parts) >= 4:
+        group, rest = parts[1], parts[3:]
+    else:
+        verb = {"GET": "get", "HEAD": "get", "POST": "post", "PUT": "put", "PATCH": "patch",
+                "DELETE": "delete"}.get(method, method.lower())
+        return ApiError(403, "Forbidden",
+                        f'forbidden: User "{ANONYMOUS}" cannot {verb} path "{path}"', {})
+    namespace = ""
+    if rest[0] == "namespaces" and len(rest) > 1:
+        # kube's request info: /namespaces/x is namespace x in namespace x, and so are its
+        # status and finalize subresources; anything else after it is a resource in x.
+        namespace = rest[1]
+        if len(rest) > 2 and rest[2] not in ("status", "finalize"):
+            rest = rest[2:]
+    resource = rest[0] if rest else ""
+    name = rest[1] if len(rest) > 1 else ""
+    sub = "/".join(rest[2:3])
+    if method in ("GET", "HEAD"):
+        verb = "get" if name else ("watch" if query.get("watch") in ("1", "true") else "list")
+    else:
+        verb = {"POST": "create", "PUT": "update", "PATCH": "patch",
+                "DELETE": "delete" if name else "deletecollection"}.get(method, method.lower())
+    what = f"{resource}/{sub}" if sub else resource
+    scope = f'in the namespace "{namespace}"' if namespace else "at the cluster scope"
+    why = (f'User "{ANONYMOUS}" cannot {verb} resource "{what}" in API group "{group}" '
+           f"{scope}")
+    subject = f'{qualified_resource(group, resource)} "{name}"' if name else \
+        qualified_resource(group, resource)
+    return ApiError(403, "Forbidden", f"{subject} is forbidden: {why}",
+                    _details(group, resource, name))
+
+
 def internal_error(message: str) -> ApiError:
     return ApiError(
         500, "InternalError", f"Internal error occurred: {message}",

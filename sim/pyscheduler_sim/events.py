@@ -28,9 +28,12 @@ from __future__ import annotations
 import time
 from typing import Any
 
+from pyscheduler.api import validation as v
+from pyscheduler.api.validation import FieldError
 from pyscheduler_sim.selectors import FieldSelector
 
-__all__ = ["event_about", "field_selector_to_core", "from_core", "to_core"]
+__all__ = ["event_about", "field_selector_to_core", "from_core", "to_core",
+           "validate_new_api_update"]
 
 _NEW_TO_CORE = {
     "regarding": "involvedObject",
@@ -84,3 +87,23 @@ def event_about(obj: dict[str, Any], reason: str, message: str, component: str, 
             "source": {"component": component}, "firstTimestamp": now, "lastTimestamp": now,
             "count": 1, "type": type_, "eventTime": None, "reportingComponent": component,
             "reportingInstance": ""}
+
+
+# What an update through events.k8s.io/v1 may not change, as kube names it (the core fields;
+# ``reason`` is checked twice there, so it is reported twice).
+_IMMUTABLE = ("involvedObject", "reason", "message", "source", "firstTimestamp",
+              "lastTimestamp", "count", "reason", "type", "eventTime", "action", "related",
+              "reportingComponent", "reportingInstance")
+_FIELD_NAMES = {"reportingComponent": "reportingController"}
+
+
+def validate_new_api_update(new: dict[str, Any], old: dict[str, Any]) -> list[FieldError]:
+    """``ValidateEventUpdate`` for a request through events.k8s.io/v1 (over the stored core
+    forms): what the event says is immutable; the core API may still change it."""
+    errs = []
+    for key in _IMMUTABLE:
+        if new.get(key) != old.get(key):
+            value = new.get(key)
+            shown = value if isinstance(value, (str, int)) else v.Verbatim(v.go_json(value))
+            errs.append(v.invalid(_FIELD_NAMES.get(key, key), shown, "field is immutable"))
+    return errs

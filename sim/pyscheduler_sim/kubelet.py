@@ -36,8 +36,10 @@ from pyscheduler_sim.controller import Controller
 from pyscheduler_sim.registry import Registry, now_rfc3339
 from pyscheduler_sim.resources import ResourceType
 
-__all__ = ["FAIL_ANNOTATION", "FAULT_ANNOTATION", "KubeletFleet", "NodeSpec", "node_object",
-           "RUN_SECONDS_ANNOTATION", "START_SECONDS_ANNOTATION", "pod_event"]
+__all__ = ["FAIL_ANNOTATION", "FAULT_ANNOTATION", "KubeletFleet", "NodeSpec", "NodeState",
+           "RUN_SECONDS_ANNOTATION", "START_SECONDS_ANNOTATION", "container_events",
+           "node_object", "pod_event"]
+
 
 FAULT_ANNOTATION = "sim.pyscheduler.io/condition"
 FAIL_ANNOTATION = "sim.pyscheduler.io/fail"
@@ -54,7 +56,10 @@ class NodeSpec(NodeShape):
     pod_termination_seconds: float = 1.0
 
 
-class _NodeState:
+class NodeState:
+    """What a kubelet keeps about its node: its Ready condition and the pod IPs it handed out
+    from the node's pod CIDR (freed ones are reused)."""
+
     __slots__ = ("spec", "network", "free_ips", "next_ip", "condition", "pod_ips")
 
     def __init__(self, spec: NodeSpec) -> None:
@@ -103,6 +108,24 @@ def pod_event(pod: dict[str, Any], reason: str, message: str, node: str,
             "reportingComponent": "kubelet", "reportingInstance": node}
 
 
+def container_events(pod: dict[str, Any], node: str, failed: bool) -> list[dict[str, Any]]:
+    """The events a kubelet records as it starts a pod's containers (and, when they fail,
+    backs off restarting them)."""
+    events = []
+    for c in pod["spec"].get("containers") or ():
+        path = f"spec.containers{{{c.get('name')}}}"
+        for reason, message in (
+                ("Pulled", f'Container image "{c.get("image")}" already present on machine'),
+                ("Created", f"Created container {c.get('name')}"),
+                ("Started", f"Started container {c.get('name')}")):
+            events.append(pod_event(pod, reason, message, node, field_path=path))
+        if failed:
+            events.append(pod_event(
+                pod, "BackOff", f"Back-off restarting failed container {c.get('name')}",
+                node, "Warning", path))
+    return events
+
+
 def node_object(spec: NodeSpec) -> dict[str, Any]:
     """The Node a simulated kubelet registers for ``spec`` (Ready)."""
     return nodepools.node_object(spec, now_rfc3339())
@@ -128,7 +151,7 @@ class KubeletFleet(Controller):
                  lease_renew_seconds: float = 10.0, run_pods: bool = True) -> None:
         super().__init__(registry)
         self.run_pods = run_pods
-        self.nodes: dict[str, _NodeState] = {n.name: _NodeState(n) for n in nodes}
+        self.nodes: dict[str, NodeState] = {n.name: NodeState(n) for n in nodes}
         self.lease_renew_seconds = lease_renew_seconds
         self.leases = registry.type("coordination.k8s.io", "v1", "leases")
         self._timers: dict[tuple[str, str, str], asyncio.TimerHandle] = {}
@@ -351,19 +374,8 @@ class KubeletFleet(Controller):
                                                   uid)
 
     def _container_events(self, pod: dict[str, Any], node: str, failed: bool) -> None:
-        events = self.registry.events
-        for i, c in enumerate(pod["spec"].get("containers") or ()):
-            path = f"spec.containers{{{c.get('name')}}}"
-            for reason, message in (
-                    ("Pulled", f'Container image "{c.get("image")}" already present on machine'),
-                    ("Created", f"Created container {c.get('name')}"),
-                    ("Started", f"Started container {c.get('name')}")):
-                self.registry.create(events, pod["metadata"]["namespace"],
-                                     pod_event(pod, reason, message, node, field_path=path))
-            if failed:
-                self.registry.create(events, pod["metadata"]["namespace"], pod_event(
-                    pod, "BackOff", f"Back-off restarting failed container {c.get('name')}",
-                    node, "Warning", path))
+        for event in container_events(pod, node, failed):
+            self.registry.create(self.registry.events, pod["metadata"]["namespace"], event)
 
     def _complete_pod(self, namespace: str, name: str, uid: str) -> None:
         stored = self.registry.store.get(self.registry.pods, namespace, name)

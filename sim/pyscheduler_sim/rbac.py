@@ -175,5 +175,11 @@ def validate_binding(obj: Obj, namespaced: bool) -> list[FieldError]:
 def validate_binding_update(new: Obj, old: Obj) -> list[FieldError]:
     """``ValidateRoleBindingUpdate``: the role a binding grants never changes."""
     if new.get("roleRef") != old.get("roleRef"):
-        return [v.invalid("roleRef", new.get("roleRef"), "cannot change roleRef")]
+        # kube validates its internal type, whose JSON has the Go field names.
+        given = new.get("roleRef")
+        ref: Obj = given if isinstance(given, dict) else {}
+        internal = {"APIGroup": ref.get("apiGroup", ""), "Kind": ref.get("kind", ""),
+                    "Name": ref.get("name", "")}
+        return [v.invalid("roleRef", v.Verbatim(v.go_json(internal)),
+                          "cannot change roleRef")]
     return []

@@ -35,7 +35,7 @@ from typing import Any
 import orjson
 
 from pyscheduler_sim import errors, events, priority, storage, strategies
-from pyscheduler_sim.admission import AdmissionPlugin, Operation
+from pyscheduler_sim.admission import AdmissionPlugin, Operation, PodTopologyLabels
 from pyscheduler_sim.patch import PatchError, apply_patch
 from pyscheduler_sim.resources import BUILTIN, ResourceType, from_crd
 from pyscheduler.api.labels import LabelSelector, label_selector_from_dict
@@ -94,13 +94,16 @@ def _meta(obj: Obj) -> Obj:
 class _Converter:
     """A resource served from another resource's storage, converted in and out."""
 
-    __slots__ = ("storage", "to_storage", "from_storage")
+    __slots__ = ("storage", "to_storage", "from_storage", "validate_update")
 
     def __init__(self, storage: ResourceType, to_storage: Callable[[Obj], Obj],
-                 from_storage: Callable[[Obj], Obj]) -> None:
+                 from_storage: Callable[[Obj], Obj],
+                 validate_update: Callable[[Obj, Obj], list[FieldError]] | None = None) -> None:
         self.storage = storage
         self.to_storage = to_storage
         self.from_storage = from_storage
+        #: The rules of an update through this resource, over the stored forms (new, old).
+        self.validate_update = validate_update
 
 
 class Registry:
@@ -124,12 +127,15 @@ class Registry:
         new_events = self.type("events.k8s.io", "v1", "events")
         self.store.tables.pop(new_events.key)
         self.converters: dict[tuple[str, str], _Converter] = {
-            new_events.key: _Converter(self.events, events.to_core, events.from_core)}
+            new_events.key: _Converter(self.events, events.to_core, events.from_core,
+                                       events.validate_new_api_update)}
         self.priority_classes = self.type(priority.GROUP, "v1", "priorityclasses")
         self.storage_classes = self.type(storage.GROUP, "v1", "storageclasses")
+        self.topology_labels = PodTopologyLabels(self._node_labels)
         self.admission: list[AdmissionPlugin] = [
             priority.PriorityAdmission(self.store, self.priority_classes),
             storage.StorageAdmission(self.store, self.storage_classes),
+            self.topology_labels,
         ]
         for ns in CORE_NAMESPACES:
             self.create(self.namespaces, "", {"metadata": {"name": ns}})
@@ -334,9 +340,18 @@ class Registry:
         obj = self._check_kind(rt, body)
         rt, conv = self._storage(rt)
         if conv is not None:
-            return conv.from_storage(self._update(rt, current, conv.to_storage(obj),
-                                                  subresource, dry_run=dry_run))
+            return self._update_converted(rt, conv, current, obj, subresource, dry_run)
         return self._update(rt, current, obj, subresource, dry_run=dry_run, strict=strict)
+
+    def _update_converted(self, rt: ResourceType, conv: _Converter, current: Stored, obj: Obj,
+                          subresource: str, dry_run: bool) -> Obj:
+        stored = conv.to_storage(obj)
+        if conv.validate_update is not None:
+            errs = conv.validate_update(stored, current.obj)
+            if errs:
+                raise errors.invalid(rt.group, rt.kind, current.name, errs)
+        return conv.from_storage(self._update(rt, current, stored, subresource,
+                                              dry_run=dry_run))
 
     def _update(self, rt: ResourceType, current: Stored, obj: Obj, subresource: str, *,
                 dry_run: bool = False, strict: bool = False) -> Obj:
@@ -427,11 +442,14 @@ class Registry:
             patched["kind"], patched["apiVersion"] = rt.kind, rt.api_version
         rt, conv = self._storage(rt)
         if conv is not None:
-            return conv.from_storage(self._update(rt, current, conv.to_storage(patched),
-                                                  subresource, dry_run=dry_run))
+            return self._update_converted(rt, conv, current, patched, subresource, dry_run)
         return self._update(rt, current, patched, subresource, dry_run=dry_run, strict=strict)
 
     # -- admission -----------------------------------------------------------------------------
+
+    def _node_labels(self, name: str) -> dict[str, str] | None:
+        stored = self.store.get(self.nodes, "", name)
+        return None if stored is None else stored.labels
 
     def _admit(self, operation: Operation, rt: ResourceType, obj: Obj, old: Obj | None) -> None:
         for plugin in self.admission:
@@ -458,16 +476,20 @@ class Registry:
         obj = current.obj
         meta = obj["metadata"]
         pre = options.get("preconditions") or {}
+        # kube checks a delete's preconditions before the storage does, and names the kind
+        # where other conflicts name the resource.
         if pre.get("uid") not in (None, "") and pre["uid"] != current.uid:
-            raise errors.conflict(rt.group, rt.plural, name,
-                                  f"Precondition failed: UID in precondition: {pre['uid']}, UID "
-                                  f"in object meta: {current.uid}")
+            raise errors.conflict(rt.group, rt.kind, name,
+                                  f"the UID in the precondition ({pre['uid']}) does not match "
+                                  f"the UID in record ({current.uid}). The object might have "
+                                  "been deleted and then recreated")
         if pre.get("resourceVersion") not in (None, "") and str(pre["resourceVersion"]) != \
                 str(current.rv):
-            raise errors.conflict(rt.group, rt.plural, name,
-                                  "Precondition failed: ResourceVersion in precondition: "
-                                  f"{pre['resourceVersion']}, ResourceVersion in object meta: "
-                                  f"{current.rv}")
+            raise errors.conflict(rt.group, rt.kind, name,
+                                  "the ResourceVersion in the precondition "
+                                  f"({pre['resourceVersion']}) does not match the "
+                                  f"ResourceVersion in record ({current.rv}). The object might "
+                                  "have been modified")
         policy = options.get("propagationPolicy")
         if policy is None and options.get("orphanDependents") is not None:
             policy = "Orphan" if options["orphanDependents"] else "Background"
@@ -485,6 +507,14 @@ class Registry:
             finalizers.append("orphan")
         if policy == "Foreground" and "foregroundDeletion" not in finalizers:
             finalizers.append("foregroundDeletion")
+        if rt is self.pods and grace == 0 and not finalizers and \
+                meta.get("deletionGracePeriodSeconds") != 0:
+            # kube's pod deletion is always graceful, even when it is immediate: the deletion
+            # stamp is written (and watched) before the pod goes.
+            meta["deletionTimestamp"] = now_rfc3339()
+            meta["deletionGracePeriodSeconds"] = 0
+            obj = self.store.put(rt, obj).obj
+            self._notify("MODIFIED", rt, obj)
         if grace > 0 or finalizers:
             changed = False
             if finalizers != list(meta.get("finalizers") or ()):
@@ -605,6 +635,11 @@ class Registry:
         spec["nodeName"] = node
         if bmeta.get("annotations"):
             meta.setdefault("annotations", {}).update(bmeta["annotations"])
+        # The binding's labels, then the node's topology labels (PodTopologyLabels), are the
+        # pod's from now on.
+        labels = {**(bmeta.get("labels") or {}), **self.topology_labels.labels_for(node)}
+        if labels:
+            meta["labels"] = {**(meta.get("labels") or {}), **labels}
         status = pod.setdefault("status", {})
         conditions = [c for c in status.get("conditions") or () if c.get("type") != "PodScheduled"]
         conditions.append({"type": "PodScheduled", "status": "True", "lastProbeTime": None,

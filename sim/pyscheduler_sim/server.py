@@ -55,6 +55,8 @@ KUBE_VERSION = {"major": "1", "minor": "32", "gitVersion": "v1.32.0-pyscheduler.
                 "simulator": f"pyscheduler {__version__}"}
 
 PUBLIC_PATHS = frozenset({"/version", "/healthz", "/livez", "/readyz"})
+#: What RBAC's system:public-info-viewer lets an anonymous request read.
+ANONYMOUS_PATHS = PUBLIC_PATHS | {"/version/"}
 JSON = "application/json"
 AGGREGATED = "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList"
 
@@ -200,8 +202,9 @@ class ApiServer:
             if scheme.lower() != "bearer" or not hmac.compare_digest(presented.strip(),
                                                                      self.token):
                 return _error(errors.unauthorized())
-        elif request.path.removesuffix("/") not in PUBLIC_PATHS:
-            return _error(errors.unauthorized())
+        elif request.path not in ANONYMOUS_PATHS:
+            return _error(errors.anonymous_forbidden(request.method, request.path,
+                                                     dict(request.query)))
         if self.audit_log is not None and auth:
             self.audit_log.append(AuditRecord(request.method, request.path, dict(request.query),
                                               request.headers.get("User-Agent", "")))
@@ -257,9 +260,9 @@ class ApiServer:
 
     async def _dispatch(self, request: web.Request) -> web.StreamResponse:
         path = request.path
-        # kube-apiserver serves these with a trailing slash too (the official Python client's
-        # VersionApi asks for /version/).
-        public = path[:-1] if path.endswith("/") and path[:-1] in PUBLIC_PATHS else path
+        # kube-apiserver serves /version with a trailing slash too (the official Python
+        # client's VersionApi asks for /version/); the health paths, not.
+        public = "/version" if path == "/version/" else path
         if public in ("/healthz", "/livez", "/readyz"):
             return web.Response(text="ok")
         if public == "/version":

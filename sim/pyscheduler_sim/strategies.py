@@ -34,7 +34,6 @@ here: they need the store, and the registry runs them (:mod:`pyscheduler_sim.adm
 from __future__ import annotations
 
 import base64
-import binascii
 import re
 from collections.abc import Callable
 from typing import Any
@@ -394,8 +393,11 @@ def _default_job(obj: Obj) -> None:
     if not isinstance(template_meta, dict):
         return
     meta = obj.get("metadata") or {}
-    if isinstance(template_meta.get("labels"), dict) and template_meta["labels"] \
-            and not meta.get("labels"):
+    # kube's defaulting makes the Job's labels the template's very map, so the labels the
+    # strategy then adds to the template land on the Job too.
+    shared = isinstance(template_meta.get("labels"), dict) and bool(template_meta["labels"]) \
+        and not meta.get("labels")
+    if shared:
         meta["labels"] = dict(template_meta["labels"])
     if _manual_selector(spec):
         return
@@ -406,6 +408,8 @@ def _default_job(obj: Obj) -> None:
         labels.setdefault(key, str(meta.get("name") or ""))
     for key in CONTROLLER_UID_LABELS:
         labels.setdefault(key, str(meta.get("uid") or ""))
+    if shared:
+        meta["labels"] = dict(labels)
     selector = spec.get("selector")
     if selector is None:
         selector = spec["selector"] = {}
@@ -478,8 +482,7 @@ _CONFIG_KEY_ERROR = ("a valid config key must consist of alphanumeric characters
                      "'.' (e.g. 'key.name',  or 'KEY_NAME',  or 'key-name', regex used for "
                      "validation is '[-._a-zA-Z0-9]+')")
 _QUOTA_SCOPES = ("Terminating", "NotTerminating", "BestEffort", "NotBestEffort",
-                 "PriorityClass", "CrossNamespacePodAffinity")
-_SCOPE_OPERATORS = ("In", "NotIn", "Exists", "DoesNotExist")
+                 "PriorityClass", "VolumeAttributesClass", "CrossNamespacePodAffinity")
 
 
 def _convert_secret(obj: Obj) -> None:
@@ -505,47 +508,136 @@ def _validate_secret(obj: Obj) -> list[FieldError]:
     errs: list[FieldError] = []
     for key, value in data.items():
         if not _CONFIG_KEY.fullmatch(key) or len(key) > 253:
-            errs.append(v.invalid("data", key, _CONFIG_KEY_ERROR))
-        try:
-            base64.b64decode(str(value), validate=True)
-        except (binascii.Error, ValueError):
-            errs.append(v.invalid(f"data[{key}]", "<value>", "must be base64-encoded"))
+            errs.append(v.invalid(f"data[{key}]", key, _CONFIG_KEY_ERROR))
+        bad = base64_error_offset(str(value).encode())
+        if bad is not None:  # kube cannot decode the bytes: 400, as its JSON decoder words it
+            raise ov.UndecodableValue(f"illegal base64 data at input byte {bad}")
     return errs
 
 
+_BASE64 = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/")
+
+
+def base64_error_offset(src: bytes) -> int | None:
+    """Where Go's padded standard base64 decoder finds ``src`` corrupt (the offset its
+    ``CorruptInputError`` carries), or None when it decodes. Newlines are skipped, as Go
+    skips them."""
+    si, n = 0, len(src)
+    while True:
+        j = 0
+        while j < 4:
+            if si == n:
+                if j == 0:
+                    return None
+                return si - j  # a quantum cut short: padding was due
+            c = src[si]
+            si += 1
+            if c in _BASE64:
+                j += 1
+                continue
+            if c in b"\r\n":
+                continue
+            if c != ord("=") or j < 2:
+                return si - 1
+            if j == 2:  # "==" is due: the first is read
+                while si < n and src[si] in b"\r\n":
+                    si += 1
+                if si == n:
+                    return n
+                if src[si] != ord("="):
+                    return si - 1
+                si += 1
+            while si < n and src[si] in b"\r\n":
+                si += 1
+            return si if si < n else None  # anything after the padding is garbage
+
+
 def _validate_resource_quota(obj: Obj) -> list[FieldError]:
-    """``ValidateResourceQuotaSpec``: hard limits and scopes."""
+    """``ValidateResourceQuotaSpec``: hard limits, scopes and the scope selector, with kube's
+    paths (a selector's errors name ``matchExpressions`` without an index) and values (the
+    internal types' JSON)."""
     spec = obj.get("spec")
     if spec is None:
         return []
     if not isinstance(spec, dict):
         return [v.invalid("spec", spec, "must be an object")]
     errs = ov.validate_resource_list(spec.get("hard"), "spec.hard")
-    for i, scope in enumerate(spec.get("scopes") or ()):
+    hard = sorted(spec.get("hard") or {}) if isinstance(spec.get("hard"), dict) else []
+    given = spec.get("scopes")
+    scopes: list[Any] = given if isinstance(given, list) else []
+    shown = v.Verbatim(v.go_json(scopes or None))
+    for scope in scopes:
         if scope not in _QUOTA_SCOPES:
-            errs.append(v.not_supported(f"spec.scopes[{i}]", scope, _QUOTA_SCOPES))
-    selector = spec.get("scopeSelector") or {}
-    expressions = selector.get("matchExpressions") if isinstance(selector, dict) else None
-    for i, expr in enumerate(expressions if isinstance(expressions, list) else ()):
-        path = f"spec.scopeSelector.matchExpressions[{i}]"
-        if not isinstance(expr, dict):
-            errs.append(v.invalid(path, expr, "must be an object"))
-            continue
-        if expr.get("scopeName") not in _QUOTA_SCOPES:
-            errs.append(v.not_supported(path + ".scopeName", expr.get("scopeName"),
-                                        _QUOTA_SCOPES))
-        op, values = expr.get("operator"), expr.get("values") or []
-        if op not in _SCOPE_OPERATORS:
-            errs.append(v.not_supported(path + ".operator", op, _SCOPE_OPERATORS))
-        elif op in ("In", "NotIn") and not values:
-            errs.append(v.required(path + ".values", "must be at least one value when "
-                                                     "`operator` is 'In' or 'NotIn' for scope "
-                                                     "selector"))
-        elif op in ("Exists", "DoesNotExist") and values:
-            errs.append(v.invalid(path + ".values", values, "must be no value when `operator` "
-                                                            "is 'Exist' or 'DoesNotExist' for "
-                                                            "scope selector"))
+            errs.append(v.invalid("spec.scopes", shown, "unsupported scope"))
+        errs.extend(v.invalid("spec.scopes", shown, "unsupported scope applied to resource")
+                    for name in hard if not _scope_fits(scope, name))
+    errs.extend(v.invalid("spec.scopes", shown, "conflicting scopes")
+                for pair in _CONFLICTING_SCOPES if pair <= set(scopes))
+    selector = spec.get("scopeSelector")
+    if not isinstance(selector, dict):
+        return errs
+    expressions = selector.get("matchExpressions")
+    expressions = [e for e in expressions if isinstance(e, dict)] \
+        if isinstance(expressions, list) else []
+    path = "spec.scopeSelector.matchExpressions"
+    internal = v.Verbatim(v.go_json({"MatchExpressions": [
+        {"ScopeName": e.get("scopeName", ""), "Operator": e.get("operator", ""),
+         "Values": e.get("values")} for e in expressions] or None}))
+    for expr in expressions:
+        name, op, values = expr.get("scopeName"), expr.get("operator"), expr.get("values") or []
+        if name not in _QUOTA_SCOPES:
+            errs.append(v.invalid(path + ".scopeName", name, "unsupported scope"))
+        errs.extend(v.invalid(path, internal, "unsupported scope applied to resource")
+                    for resource in hard if not _scope_fits(name, resource))
+        if name in _EXISTS_ONLY_SCOPES and op != "Exists":
+            errs.append(v.invalid(path + ".operator", op, _EXISTS_ONLY_DETAIL))
+        if op in ("In", "NotIn"):
+            if not values:
+                errs.append(v.required(path + ".values", "must be at least one value when "
+                                       "`operator` is 'In' or 'NotIn' for scope selector"))
+        elif op in ("Exists", "DoesNotExist"):
+            if values:
+                errs.append(v.invalid(path + ".values", values, "must be no value when "
+                                      "`operator` is 'Exist' or 'DoesNotExist' for scope "
+                                      "selector"))
+        else:
+            errs.append(v.invalid(path + ".operator", op, "not a valid selector operator"))
+    named = {e.get("scopeName") for e in expressions}
+    errs.extend(v.invalid(path, v.Verbatim(v.go_json(scopes or None)), "conflicting scopes")
+                for pair in _CONFLICTING_SCOPES if pair <= named)
     return errs
+
+
+_CONFLICTING_SCOPES = (frozenset({"BestEffort", "NotBestEffort"}),
+                       frozenset({"Terminating", "NotTerminating"}))
+_EXISTS_ONLY_SCOPES = frozenset({"BestEffort", "NotBestEffort", "Terminating", "NotTerminating",
+                                 "CrossNamespacePodAffinity"})
+_EXISTS_ONLY_DETAIL = ("must be 'Exists' when scope is any of ResourceQuotaScopeTerminating, "
+                       "ResourceQuotaScopeNotTerminating, ResourceQuotaScopeBestEffort, "
+                       "ResourceQuotaScopeNotBestEffort or "
+                       "ResourceQuotaScopeCrossNamespacePodAffinity")
+_POD_QUOTA = frozenset({"pods", "cpu", "memory", "limits.cpu", "limits.memory", "requests.cpu",
+                        "requests.memory"})
+_STANDARD_QUOTA = frozenset({
+    "cpu", "memory", "ephemeral-storage", "requests.cpu", "requests.memory", "requests.storage",
+    "requests.ephemeral-storage", "limits.cpu", "limits.memory", "limits.ephemeral-storage",
+    "pods", "resourcequotas", "services", "replicationcontrollers", "secrets",
+    "persistentvolumeclaims", "configmaps", "services.nodeports", "services.loadbalancers"})
+
+
+def _scope_fits(scope: Any, resource: str) -> bool:
+    """``IsResourceQuotaScopeValidForResource``, for the standard quota resources it checks."""
+    if resource not in _STANDARD_QUOTA and not resource.startswith(("hugepages-",
+                                                                    "requests.hugepages-")):
+        return True
+    if scope in ("Terminating", "NotTerminating", "NotBestEffort", "PriorityClass",
+                 "CrossNamespacePodAffinity"):
+        return resource in _POD_QUOTA
+    if scope == "BestEffort":
+        return resource == "pods"
+    if scope == "VolumeAttributesClass":
+        return resource in ("persistentvolumeclaims", "requests.storage")
+    return True
 
 
 # -- custom resource definitions --------------------------------------------------------------
@@ -701,6 +793,12 @@ def prepare_for_update(rt: ResourceType, obj: Obj, old: Obj, now: str) -> None:
         daemonsets.prepare_for_update(obj, old)
 
 
+def _micro_times(obj: Obj, *paths: tuple[str, ...]) -> list[FieldError]:
+    """A ``metav1.MicroTime`` kube cannot decode is a 400 (raised), not a field error."""
+    ov.check_micro_times(obj, *paths)
+    return []
+
+
 _CREATE_VALIDATORS: dict[tuple[str, str], Callable[[Obj], list[FieldError]]] = {
     ("", "Pod"): ov.validate_pod,
     ("", "Node"): ov.validate_node,
@@ -712,6 +810,9 @@ _CREATE_VALIDATORS: dict[tuple[str, str], Callable[[Obj], list[FieldError]]] = {
     ("", "ReplicationController"): replicationcontrollers.validate_replication_controller,
     ("batch", "Job"): _validate_job,
     ("", "Secret"): _validate_secret,
+    ("", "Event"): lambda obj: _micro_times(obj, ("eventTime",), ("series", "lastObservedTime")),
+    ("coordination.k8s.io", "Lease"): lambda obj: _micro_times(
+        obj, ("spec", "acquireTime"), ("spec", "renewTime")),
     ("", "ResourceQuota"): _validate_resource_quota,
     (rbac.GROUP, "Role"): lambda obj: rbac.validate_role(obj, namespaced=True),
     (rbac.GROUP, "ClusterRole"): lambda obj: rbac.validate_role(obj, namespaced=False),

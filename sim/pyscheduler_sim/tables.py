@@ -1795,13 +1795,13 @@ def _print_binding(binding: Mapping[str, Any], now: datetime) -> _Row:
 
 
 def _print_resourcequota(quota: Mapping[str, Any], now: datetime) -> _Row:
-    # printResourceQuota: "<resource>: <used>/<hard>" per hard limit, limits.* in Limit.
-    hard = _map(_get(quota, "spec", "hard"))
+    # printResourceQuota: "<resource>: <used>/<hard>" per limit of the status (nothing before
+    # the quota controller has counted), limits.* in Limit.
     status_hard = _map(_get(quota, "status", "hard"))
     used = _map(_get(quota, "status", "used"))
     requests: list[str] = []
     limits: list[str] = []
-    for name in sorted(hard):
+    for name in sorted(status_hard):
         text = f"{name}: {_str(used.get(name)) or '0'}/{_str(status_hard.get(name)) or '0'}"
         parts = name.split(".")
         (limits if len(parts) > 1 and parts[0] == "limits" else requests).append(text)

@@ -40,6 +40,7 @@ from pyscheduler.api.validation import (
     NameValidator,
     Verbatim,
     duplicate,
+    go_quote,
     forbidden,
     invalid,
     invalid_each,
@@ -228,6 +229,69 @@ class UndecodableValue(ValueError):
     """A value kube-apiserver cannot even decode into its typed object (a quantity that does
     not parse): it answers 400 BadRequest, ``<Kind> in version "v1" cannot be handled as a
     <Kind>: <why>``, before any validation."""
+
+
+RFC3339_MICRO = "2006-01-02T15:04:05.000000Z07:00"
+
+# Go's RFC3339Micro layout, element by element: a literal, or (element, digits, fixed width,
+# the range its value must lie in).
+_MICRO_LAYOUT: tuple[tuple[str, int, bool, tuple[int, int] | None, str], ...] = (
+    ("2006", 4, True, None, ""), ("-", 0, True, None, ""),
+    ("01", 2, True, (1, 12), "month"), ("-", 0, True, None, ""),
+    ("02", 2, True, (1, 31), "day"), ("T", 0, True, None, ""),
+    ("15", 2, False, (0, 23), "hour"), (":", 0, True, None, ""),
+    ("04", 2, True, (0, 59), "minute"), (":", 0, True, None, ""),
+    ("05", 2, True, (0, 59), "second"))
+
+
+def micro_time_error(text: str) -> str | None:
+    """Why Go's ``time.Parse(RFC3339Micro, text)`` refuses ``text`` (a ``metav1.MicroTime``
+    must carry exactly six fraction digits), in its words; None when it parses."""
+    def cannot(rest: str, elem: str) -> str:
+        return (f"parsing time {go_quote(text)} as \"{RFC3339_MICRO}\": cannot parse "
+                f"{go_quote(rest)} as \"{elem}\"")
+
+    value = text
+    for elem, digits, fixed, bounds, name in _MICRO_LAYOUT:
+        if digits == 0:
+            if not value.startswith(elem):
+                return cannot(value, elem)
+            value = value[len(elem):]
+            continue
+        width = digits if fixed or (len(value) > 1 and value[1].isdigit()) else 1
+        if len(value) < width or not value[:width].isdigit():
+            return cannot(value, elem)
+        number, value = int(value[:width]), value[width:]
+        if bounds is not None and not bounds[0] <= number <= bounds[1]:
+            return f"parsing time {go_quote(text)}: {name} out of range"
+    if len(value) < 7 or value[0] not in ".," or not value[1:7].isdigit():
+        return cannot(value, ".000000")
+    value = value[7:]
+    if value.startswith("Z"):
+        value = value[1:]
+    elif len(value) >= 6 and value[0] in "+-" and value[1:3].isdigit() and value[3] == ":" \
+            and value[4:6].isdigit():
+        value = value[6:]
+    else:
+        return cannot(value, "Z07:00")
+    if value:
+        return f"parsing time {go_quote(text)}: extra text: {go_quote(value)}"
+    return None
+
+
+def check_micro_times(obj: Any, *paths: tuple[str, ...]) -> None:
+    """Raise :class:`UndecodableValue` for the first ``metav1.MicroTime`` at ``paths`` that
+    kube-apiserver's decoder would refuse (a string it cannot parse, or not a string)."""
+    for path in paths:
+        value = obj
+        for key in path:
+            value = value.get(key) if isinstance(value, dict) else None
+        if value is None:
+            continue
+        why = micro_time_error(value) if isinstance(value, str) else \
+            "json: cannot unmarshal into Go value of type metav1.MicroTime"
+        if why is not None:
+            raise UndecodableValue(why)
 
 
 def _resource_list(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import threading
 from typing import Any
 
@@ -11,10 +12,9 @@ from kubernetes.client.rest import ApiException
 
 from pyscheduler_sim.cluster import ClusterSpec, PoolSpec
 from pyscheduler_sim.harness import BackgroundCluster
-from tests.conftest import Http, wait_for
+from tests.conftest import ETCD_34_WATCH, Http, wait_for
 
 #: The embedded server's own REST emulation, tested as it is.
-pytestmark = pytest.mark.embedded_only("a test of the embedded server's own REST emulation")
 
 
 def pod(name: str, labels: dict[str, str] | None = None, **spec: Any) -> dict[str, Any]:
@@ -182,8 +182,10 @@ def test_watch_from_resource_version_replays_then_follows(core: client.CoreV1Api
     core.patch_namespaced_pod("late", namespace, {"metadata": {"labels": {"x": "1"}}})
     core.delete_namespaced_pod("early", namespace)
     t.join(10)
+    # A pod's deletion is graceful even when it is immediate (it never ran): its deletion
+    # stamp is written, then it goes.
     assert events == [("ADDED", "early"), ("ADDED", "late"), ("MODIFIED", "late"),
-                      ("DELETED", "early")]
+                      ("MODIFIED", "early"), ("DELETED", "early")]
 
 
 def test_watch_selector_enter_and_leave(core: client.CoreV1Api, namespace: str) -> None:
@@ -202,6 +204,7 @@ def test_watch_selector_enter_and_leave(core: client.CoreV1Api, namespace: str) 
     assert events == [("ADDED", "p"), ("MODIFIED", "p"), ("DELETED", "p")]
 
 
+@pytest.mark.embedded_only(ETCD_34_WATCH)
 def test_watch_without_resource_version_starts_with_current_state(
         core: client.CoreV1Api, namespace: str) -> None:
     core.create_namespaced_pod(namespace, pod("there"))
@@ -342,7 +345,18 @@ def test_delete_preconditions(core: client.CoreV1Api, namespace: str) -> None:
     with pytest.raises(ApiException) as exc:
         core.delete_namespaced_config_map("c", namespace, body=client.V1DeleteOptions(
             preconditions=client.V1Preconditions(uid="not-the-uid")))
-    assert exc.value.status == 409 and "Precondition failed" in exc.value.body
+    assert exc.value.status == 409
+    assert json.loads(exc.value.body)["message"] == (
+        'Operation cannot be fulfilled on ConfigMap "c": the UID in the precondition '
+        f"(not-the-uid) does not match the UID in record ({cm.metadata.uid}). The object might "
+        "have been deleted and then recreated")
+    with pytest.raises(ApiException) as exc:
+        core.delete_namespaced_config_map("c", namespace, body=client.V1DeleteOptions(
+            preconditions=client.V1Preconditions(resource_version="1")))
+    assert json.loads(exc.value.body)["message"] == (
+        'Operation cannot be fulfilled on ConfigMap "c": the ResourceVersion in the precondition '
+        f"(1) does not match the ResourceVersion in record ({cm.metadata.resource_version}). "
+        "The object might have been modified")
     core.delete_namespaced_config_map("c", namespace, body=client.V1DeleteOptions(
         preconditions=client.V1Preconditions(uid=cm.metadata.uid)))
 
@@ -350,30 +364,55 @@ def test_delete_preconditions(core: client.CoreV1Api, namespace: str) -> None:
 def test_unauthorized_without_or_with_wrong_token(cluster: BackgroundCluster) -> None:
     import urllib3
     http = urllib3.PoolManager(ca_certs=str(cluster.ca_file))
-    r = http.request("GET", f"{cluster.url}/api/v1/pods")
-    assert r.status == 401
-    import json
-    body = json.loads(r.data)
-    assert body["reason"] == "Unauthorized" and body["kind"] == "Status"
+    # No credentials: kube-apiserver's anonymous auth lets the request in as system:anonymous,
+    # and RBAC refuses it.
+    anonymous = 'is forbidden: User "system:anonymous" cannot'
+    for method, path, message in (
+            ("GET", "/api/v1/pods",
+             f'pods {anonymous} list resource "pods" in API group "" at the cluster scope'),
+            ("GET", "/api/v1/pods?watch=true",
+             f'pods {anonymous} watch resource "pods" in API group "" at the cluster scope'),
+            ("GET", "/apis/apps/v1/namespaces/default/deployments/web",
+             f'deployments.apps "web" {anonymous} get resource "deployments" in API group '
+             '"apps" in the namespace "default"'),
+            ("POST", "/api/v1/namespaces/default/pods/web/binding",
+             f'pods "web" {anonymous} create resource "pods/binding" in API group "" in the '
+             'namespace "default"'),
+            ("DELETE", "/api/v1/namespaces/default/configmaps",
+             f'configmaps {anonymous} deletecollection resource "configmaps" in API group "" '
+             'in the namespace "default"'),
+            ("GET", "/api/v1/namespaces/default",
+             f'namespaces "default" {anonymous} get resource "namespaces" in API group "" in '
+             'the namespace "default"'),
+            ("GET", "/api", f'forbidden: User "system:anonymous" cannot get path "/api"'),
+    ):
+        r = http.request(method, cluster.url + path)
+        body = json.loads(r.data)
+        assert (r.status, body["reason"], body["message"]) == (403, "Forbidden", message), path
+    # A token the server does not know is refused outright.
     r = http.request("GET", f"{cluster.url}/api/v1/pods",
                      headers={"Authorization": "Bearer wrong"})
     assert r.status == 401
+    assert json.loads(r.data)["reason"] == "Unauthorized"
     r = http.request("GET", f"{cluster.url}/api/v1/pods",
                      headers={"Authorization": f"Bearer {cluster.token}"})
     assert r.status == 200
 
 
 def test_events_are_one_store_behind_two_apis(api: client.ApiClient, core: client.CoreV1Api,
-                                              namespace: str) -> None:
+                                              http: Http, namespace: str) -> None:
     ev = client.EventsV1Api(api)
     p = core.create_namespaced_pod(namespace, pod("subject"))
-    ev.create_namespaced_event(namespace, {
+    # Not through the typed client: it rewrites eventTime as "...T00:00:00+00:00", which
+    # kube-apiserver refuses (a MicroTime has six fraction digits).
+    status, created = http("POST", f"/apis/events.k8s.io/v1/namespaces/{namespace}/events", {
         "metadata": {"name": "subject.1"},
         "eventTime": "2026-01-01T00:00:00.000000Z", "action": "Scheduling",
         "reason": "FailedScheduling", "note": "0/3 nodes are available.", "type": "Warning",
         "reportingController": "pyscheduler", "reportingInstance": "pyscheduler-0",
         "regarding": {"kind": "Pod", "name": "subject", "namespace": namespace,
                       "uid": p.metadata.uid, "apiVersion": "v1"}})
+    assert status == 201, created
     old = core.list_namespaced_event(
         namespace, field_selector=f"involvedObject.name=subject,involvedObject.uid="
                                   f"{p.metadata.uid}").items
@@ -382,9 +421,16 @@ def test_events_are_one_store_behind_two_apis(api: client.ApiClient, core: clien
     new = ev.list_namespaced_event(namespace, field_selector="regarding.name=subject").items
     assert [(e.reason, e.note, e.regarding.uid) for e in new] == [
         ("FailedScheduling", "0/3 nodes are available.", p.metadata.uid)]
-    patched = ev.patch_namespaced_event("subject.1", namespace, {"note": "changed"})
-    assert patched.note == "changed"
-    assert core.read_namespaced_event("subject.1", namespace).message == "changed"
+    # What an event says cannot change through events.k8s.io (kube names the core field)...
+    with pytest.raises(ApiException) as refused:
+        ev.patch_namespaced_event("subject.1", namespace, {"note": "changed"})
+    assert refused.value.status == 422
+    assert [(c["field"], c["message"]) for c in json.loads(refused.value.body)["details"][
+        "causes"]] == [("message", 'Invalid value: "changed": field is immutable')]
+    # ... but can through the core API, and the other API reads the change.
+    patched = core.patch_namespaced_event("subject.1", namespace, {"message": "changed"})
+    assert patched.message == "changed"
+    assert ev.read_namespaced_event("subject.1", namespace).note == "changed"
 
 
 def test_kubelet_records_container_events(core: client.CoreV1Api, namespace: str) -> None:

@@ -12,6 +12,7 @@ import pytest
 from pyscheduler.kube import errors
 from pyscheduler.kube.client import ConnectionConfig, KubeClient, api_path, load_config
 from pyscheduler_sim.harness import BackgroundCluster
+from tests.conftest import ETCD_34_WATCH
 
 T = TypeVar("T")
 
@@ -244,7 +245,7 @@ def test_concurrent_requests_share_a_bounded_pool(cluster: BackgroundCluster,
     run(body)
 
 
-@pytest.mark.embedded_only("a real server's watch without a resourceVersion answered an ERROR event here (not yet reconciled)")
+@pytest.mark.embedded_only(ETCD_34_WATCH)
 def test_stream_yields_watch_events(cluster: BackgroundCluster, namespace: str) -> None:
     async def body() -> None:
         async with await KubeClient.from_kubeconfig(str(cluster.kubeconfig)) as client:

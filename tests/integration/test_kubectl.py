@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import threading
 import time
@@ -10,6 +11,7 @@ import time
 import pytest
 from kubernetes import client
 
+from pyscheduler_sim.admission import TOPOLOGY_LABELS
 from tests.conftest import Kubectl, wait_for
 
 pytestmark = pytest.mark.kubectl
@@ -36,7 +38,6 @@ def test_get_nodes_prints_kube_columns(kubectl: Kubectl) -> None:
         ["node-0", "Ready"], ["node-1", "Ready"], ["node-2", "Ready"]]
 
 
-@pytest.mark.embedded_only("kube-apiserver 1.36 copies the node's topology labels to a pod created with nodeName (not yet emulated)")
 def test_create_get_label_annotate_describe_delete(kubectl: Kubectl, namespace: str) -> None:
     created = kubectl("create", "-n", namespace, "-f", "-",
                       input=POD.format(name="demo", node="node-1"))
@@ -52,28 +53,32 @@ def test_create_get_label_annotate_describe_delete(kubectl: Kubectl, namespace: 
     assert "pod/demo annotated" in kubectl("annotate", "pod", "demo", "-n", namespace,
                                            "note=hello").stdout
     pod = kubectl.json("get", "pod", "demo", "-n", namespace)
-    assert pod["metadata"]["labels"] == {"app": "demo", "tier": "web"}
+    node = kubectl.json("get", "node", "node-1")["metadata"]["labels"]
+    # Created on a node, the pod carries the node's topology labels (kube's
+    # PodTopologyLabels admission).
+    assert pod["metadata"]["labels"] == {
+        "app": "demo", "tier": "web", **{k: node[k] for k in TOPOLOGY_LABELS}}
     assert pod["metadata"]["annotations"]["note"] == "hello"
     assert kubectl("get", "pods", "-n", namespace, "-l", "tier=web", "-o", "name"
                    ).stdout.strip() == "pod/demo"
 
     described = kubectl("describe", "pod", "demo", "-n", namespace).stdout
-    assert "Node:             node-1/" in described
-    assert "QoS Class:                    Burstable" in described
+    # (kubectl aligns the values to the longest key shown, which depends on the fields set.)
+    assert re.search(r"^Node:\s+node-1/", described, re.MULTILINE), described
+    assert re.search(r"^QoS Class:\s+Burstable$", described, re.MULTILINE), described
 
     kubectl("delete", "pod", "demo", "-n", namespace, "--wait=true")
     assert kubectl("get", "pods", "-n", namespace, "-o", "name").stdout.strip() == ""
 
 
-@pytest.mark.embedded_only("kube-apiserver 1.36 copies the node's topology labels to a pod created with nodeName (not yet emulated)")
 def test_label_overwrite_and_removal(kubectl: Kubectl, namespace: str) -> None:
     kubectl("create", "-n", namespace, "-f", "-", input=POD.format(name="l", node="node-0"))
     failed = kubectl("label", "pod", "l", "-n", namespace, "app=other", check=False)
     assert failed.returncode != 0 and "already has a value" in failed.stderr
     kubectl("label", "pod", "l", "-n", namespace, "app=other", "--overwrite")
     kubectl("label", "pod", "l", "-n", namespace, "app-")
-    assert "labels" not in kubectl.json("get", "pod", "l", "-n", namespace)["metadata"] or \
-        kubectl.json("get", "pod", "l", "-n", namespace)["metadata"]["labels"] == {}
+    assert set(kubectl.json("get", "pod", "l", "-n", namespace)["metadata"]["labels"]) == set(
+        TOPOLOGY_LABELS)
 
 
 def test_apply_creates_then_updates(kubectl: Kubectl, namespace: str) -> None:

@@ -166,6 +166,9 @@ def test_victims_carry_the_disruption_condition_while_terminating(
     condition = next(c for c in terminating.status.conditions if c.type == "DisruptionTarget")
     assert (condition.status, condition.reason) == ("True", "PreemptionByScheduler")
     assert condition.message == "pyscheduler: preempting to accommodate a higher priority pod"
+    # kube-controller-manager resets a DisruptionTarget condition whose transition time is
+    # more than two minutes old (or unset) on a pod not yet deleted.
+    assert condition.last_transition_time is not None
     high = wait_for(lambda: core.read_namespaced_pod("high", ns).status.nominated_node_name,
                     what="nomination written")
     assert high == terminating.spec.node_name

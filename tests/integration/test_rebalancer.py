@@ -10,6 +10,7 @@ import signal
 import subprocess
 import sys
 import time
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -99,7 +100,7 @@ def test_only_its_own_pods_move_and_never_a_pod_just_deleted(
         rebalancer = s.app.rebalancer
         wait_for(lambda: core.list_node(label_selector="type=virtual-kubelet").items,
                  what="the virtual node")
-        ns = "own"
+        ns = f"own-{uuid.uuid4().hex[:6]}"
         core.create_namespace({"metadata": {"name": ns}})
         fill_real_nodes(core, ns)
         core.create_namespaced_pod(ns, pod("mine", name))
@@ -165,7 +166,7 @@ def test_a_leader_killed_mid_move_leaves_no_pod_running_twice(
     name = "rb-sched"
     api = config.new_client_from_config(config_file=str(sim.kubeconfig))
     core = client.CoreV1Api(api)
-    ns = "moves"
+    ns = f"moves-{uuid.uuid4().hex[:6]}"
     core.create_namespace({"metadata": {"name": ns}})
     procs: dict[str, subprocess.Popen[bytes]] = {}
     try:

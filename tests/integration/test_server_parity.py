@@ -141,3 +141,27 @@ def test_a_watch_from_a_compacted_version_ends_with_410(cluster: AnyCluster,
             return
         assert time.monotonic() < deadline, f"no 410 from version {old}: {events[:3]}"
         time.sleep(0.5)
+
+
+def test_a_stale_disruption_condition_is_reset_to_false(core: client.CoreV1Api,
+                                                        namespace: str) -> None:
+    """kube-controller-manager's disruption controller takes a DisruptionTarget=True
+    condition on a pod that is not deleting for stale once it is two minutes old, and one
+    without a transition time at once; a fresh one stands."""
+    def disruption(name: str) -> Any:
+        pod = core.read_namespaced_pod(name, namespace)
+        return next(c for c in pod.status.conditions or () if c.type == "DisruptionTarget")
+
+    now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    for name, condition in (("untimed", {}), ("fresh", {"lastTransitionTime": now})):
+        core.create_namespaced_pod(namespace, {"metadata": {"name": name}, "spec": {
+            "containers": [{"name": "c", "image": "x"}]}})
+        core.patch_namespaced_pod_status(name, namespace, {"status": {"conditions": [
+            {"type": "DisruptionTarget", "status": "True", "reason": "PreemptionByScheduler",
+             "message": "going", **condition}]}})
+    reset = wait_for(lambda: (c := disruption("untimed")).status == "False" and c,
+                     timeout=30, what="the untimed DisruptionTarget condition reset")
+    assert (reset.reason, reset.message) == (None, None)
+    assert reset.last_transition_time is not None
+    fresh = disruption("fresh")
+    assert (fresh.status, fresh.reason) == ("True", "PreemptionByScheduler")

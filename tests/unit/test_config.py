@@ -761,7 +761,7 @@ def test_fragment_sections_round_trip() -> None:
         id="a bad label value"),
     pytest.param({"virtualNodes": {"cloudUrl": "http://x", "pools": [
         {"name": "aci", "platform": "azure", "labels": ["zone"]}]}},
-        'virtualNodes.pools[0].labels: Invalid value: []string{"zone"}: must be an object',
+        'virtualNodes.pools[0].labels: Invalid value: ["zone"]: must be an object',
         id="labels not a mapping"),
     pytest.param({"rebalancer": {"maxMovesPerCycle": 0}},
                  "rebalancer.maxMovesPerCycle: must be an integer between 1 and 10000, got 0",

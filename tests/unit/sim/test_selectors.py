@@ -210,10 +210,10 @@ def test_none_and_empty_selector_objects() -> None:
     ("sel", "message"),
     [
         pytest.param({"matchExpressions": [{"key": "a", "operator": "In", "values": []}]},
-                     "values: Invalid value: []string{}: for 'in', 'notin' operators, values set can't be empty",
+                     "values: Invalid value: []: for 'in', 'notin' operators, values set can't be empty",
                      id="in-without-values"),
         pytest.param({"matchExpressions": [{"key": "a", "operator": "Exists", "values": ["x"]}]},
-                     'values: Invalid value: []string{"x"}: values set must be empty for exists and does not exist',
+                     'values: Invalid value: ["x"]: values set must be empty for exists and does not exist',
                      id="exists-with-values"),
         pytest.param({"matchExpressions": [{"key": "a", "operator": "Gt", "values": ["1"]}]},
                      '"Gt" is not a valid label selector operator', id="unknown-operator"),

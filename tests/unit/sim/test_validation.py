@@ -142,7 +142,7 @@ def valid_pod() -> dict[str, Any]:
         pytest.param(FieldError(INVALID, "a", 1.5, "d"), "a: Invalid value: 1.5: d", id="invalid-float"),
         pytest.param(FieldError(INVALID, "a", 1e6, "d"), "a: Invalid value: 1e+06: d", id="invalid-large-float"),
         pytest.param(FieldError(INVALID, "a", 80.0, "d"), "a: Invalid value: 80: d", id="invalid-whole-float"),
-        pytest.param(FieldError(INVALID, "a", ["x", "y"], "d"), 'a: Invalid value: []string{"x", "y"}: d',
+        pytest.param(FieldError(INVALID, "a", ["x", "y"], "d"), 'a: Invalid value: ["x","y"]: d',
                      id="invalid-string-list"),
         pytest.param(FieldError(INVALID, "a", {"k": 1}, "d"), 'a: Invalid value: {"k":1}: d', id="invalid-object"),
         pytest.param(FieldError(INVALID, "a", 'q"\\\n\x01é', ""), 'a: Invalid value: "q\\"\\\\\\n\\x01é"',
@@ -256,7 +256,7 @@ def test_is_dns1123_label_returns_fresh_lists() -> None:
                      [f'metadata.labels: Invalid value: "{"v" * 64}": must be no more than 63 characters'],
                      id="value-too-long"),
         pytest.param({"a": 1}, ["metadata.labels: Invalid value: 1: must be a string"], id="non-string-value"),
-        pytest.param(["a"], ['metadata.labels: Invalid value: []string{"a"}: must be an object'], id="not-a-map"),
+        pytest.param(["a"], ['metadata.labels: Invalid value: ["a"]: must be an object'], id="not-a-map"),
     ],
 )
 def test_validate_labels(labels: object, expected: list[str]) -> None:
@@ -312,7 +312,7 @@ def test_validate_annotations(annotations: object, expected: list[str]) -> None:
         pytest.param({"name": "a", "finalizers": ["kubernetes", "example.com/x"]}, False, [],
                      id="standard-finalizers"),
         pytest.param({"name": "a", "finalizers": ["orphan", "foregroundDeletion"]}, False,
-                     ['metadata.finalizers: Invalid value: []string{"orphan", "foregroundDeletion"}: finalizer '
+                     ['metadata.finalizers: Invalid value: ["orphan","foregroundDeletion"]: finalizer '
                       "orphan and foregroundDeletion cannot be both set"], id="conflicting-finalizers"),
         pytest.param({"name": "a", "ownerReferences": [{}]}, False,
                      ['metadata.ownerReferences.apiVersion: Invalid value: "": version must not be empty',
@@ -411,7 +411,7 @@ def _with(path: tuple[str | int, ...], value: object) -> dict[str, Any]:
         pytest.param(("spec", "containers"), _DELETE, ["spec.containers: Required value"], id="containers-missing"),
         pytest.param(("spec", "containers"), [], ["spec.containers: Required value"], id="containers-empty"),
         pytest.param(("spec",), _DELETE, ["spec.containers: Required value"], id="spec-missing"),
-        pytest.param(("spec",), [], ["spec: Invalid value: []string{}: must be an object"], id="spec-not-object"),
+        pytest.param(("spec",), [], ["spec: Invalid value: []: must be an object"], id="spec-not-object"),
         pytest.param((*_C0, "image"), _DELETE, ["spec.containers[0].image: Required value"], id="image-missing"),
         pytest.param((*_C0, "image"), " nginx",
                      ['spec.containers[0].image: Invalid value: " nginx": must not have leading or trailing whitespace'],
@@ -549,7 +549,7 @@ def test_validate_pod_does_not_mutate_input() -> None:
 
 
 def test_validate_pod_rejects_non_object() -> None:
-    assert messages(validate_pod([])) == ["Invalid value: []string{}: must be an object"]
+    assert messages(validate_pod([])) == ["Invalid value: []: must be an object"]
 
 
 # ---------------------------------------------------------------- nodes, namespaces, others
