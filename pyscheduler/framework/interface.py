@@ -22,26 +22,86 @@ multiplies by the plugin's weight and sums.
 
 Outcomes are values (a :class:`FilterResult` with its :class:`Reason` s, a score array);
 exceptions are for faults.
+
+The other extension points, in the order an attempt meets them (kube's ``ScheduleOne``). Each
+answers a :class:`~pyscheduler.framework.status.Status` (``None`` is Success):
+
+* **PreEnqueue** — before the pod enters the active queue; cheap, no I/O. A rejection parks the
+  pod until one of the plugin's registered events.
+* **QueueSort** — the order of the active queue (one plugin per profile).
+* **PreFilter** — once per attempt, before Filter: may reject the pod outright, compute state
+  for its Filter (``ctx.state``), answer Skip (its Filter does not run for this pod), or narrow
+  the candidate nodes (:class:`~pyscheduler.framework.status.PreFilterResult`; the results of
+  all PreFilter plugins intersect).
+* **Filter**, **Score** — vectorised, above.
+* **PostFilter** — only when no node passed the filters, in the configured order, until one
+  answers Success (it made room: preemption nominating a node, bursting choosing a virtual
+  node). UnschedulableAndUnresolvable stops the others. Sees why each node failed.
+* **PreScore** — once, over the feasible rows, before Score; Skip: its Score does not run.
+* **Reserve** / **Unreserve** — the chosen node's room is taken (assumed in the cache, claims
+  and devices assumed) before binding, so that the next attempt cannot take it too. A failure
+  at any later point runs every Reserve plugin's ``unreserve``, in reverse order; unreserve is
+  idempotent and never fails.
+* **Permit** — allow, reject, or Wait (with a timeout). A waiting pod keeps its reservation;
+  the :class:`Handle` lets any plugin list, allow and reject waiting pods.
+* **PreBind**, **Bind**, **PostBind** — the binding cycle, off the scheduling loop: PreBind may
+  write to the API (volumes, labels) and fail the binding; the Bind plugins run in order until
+  one does not answer Skip; PostBind is informational.
+
+Where kube's points return at once, a plugin here may also answer with an awaitable
+(:data:`Deferred`): its answer is worked out elsewhere (a WebAssembly fragment on its own
+thread). The framework does not block the loop for it: a deferred PreFilter or PostFilter
+answer ends the attempt (Pending) and the pod is tried again with it; deferred Reserve and
+Permit answers are awaited at the start of the binding cycle, the node's room reserved
+meanwhile.
+
+:class:`EnqueueExtensions` says which cluster events may make a pod a plugin rejected
+schedulable again (kube's ``EventsToRegister``, with queueing hints): the queue moves a parked
+pod only for an event one of its rejecting plugins registered.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import enum
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Protocol
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol, TypeAlias, TypeVar
 
 import numpy as np
 
 from pyscheduler.api.labels import LabelSelector
 from pyscheduler.framework.nodetable import BoolArray, IntArray, NodeTable
 from pyscheduler.framework.pod import PodInfo
+from pyscheduler.framework.status import PostFilterResult, PreFilterResult, Status
+
+if TYPE_CHECKING:
+    from pyscheduler.framework.lifecycle import WaitingPod
+    from pyscheduler.framework.pipeline import FilterOutcome
 
 __all__ = [
     "MAX_NODE_SCORE",
+    "ActionType",
+    "BindPlugin",
+    "ClusterEvent",
+    "ClusterEventWithHint",
     "CycleContext",
+    "Deferred",
+    "EnqueueExtensions",
     "FilterPlugin",
     "FilterResult",
+    "Handle",
+    "PermitPlugin",
+    "PostBindPlugin",
+    "PostFilterPlugin",
+    "PreBindPlugin",
+    "PreEnqueuePlugin",
+    "PreFilterPlugin",
+    "PreScorePlugin",
+    "QueueSortPlugin",
+    "QueueingHint",
+    "QueueingHintFn",
     "Reason",
+    "ReservePlugin",
     "ScorePlugin",
 ]
 
@@ -139,3 +199,165 @@ class ScorePlugin(Protocol):
     name: ClassVar[str]
 
     def score(self, ctx: CycleContext, feasible: BoolArray) -> IntArray: ...
+
+
+T = TypeVar("T")
+
+#: An answer now, or one worked out elsewhere (see the module's notes).
+Deferred: TypeAlias = "T | Awaitable[T]"
+
+
+class PreEnqueuePlugin(Protocol):
+    name: ClassVar[str]
+
+    def pre_enqueue(self, pod: PodInfo) -> Status | None:
+        """Whether ``pod`` may enter the active queue now. No I/O: it runs on every pod add
+        and update."""
+
+
+class QueueSortPlugin(Protocol):
+    name: ClassVar[str]
+
+    def less(self, a: PodInfo, a_since: float, b: PodInfo, b_since: float) -> bool:
+        """Whether ``a`` (queued since ``a_since``) is tried before ``b``."""
+
+
+class PreFilterPlugin(Protocol):
+    name: ClassVar[str]
+
+    def pre_filter(self, ctx: CycleContext
+                   ) -> Deferred[tuple[PreFilterResult | None, Status | None]]:
+        """Once per attempt, before Filter: state for the Filter, Skip, a rejection of the
+        whole pod (its reasons are the diagnosis), or fewer candidate nodes."""
+
+
+class PostFilterPlugin(Protocol):
+    name: ClassVar[str]
+
+    def post_filter(self, ctx: CycleContext, filtered: FilterOutcome
+                    ) -> Deferred[tuple[PostFilterResult | None, Status]]:
+        """For a pod no node passed the filters (``filtered`` says why each failed): make room
+        (Success, with the node nominated or chosen), or say why it could not (the reasons are
+        appended to the pod's message)."""
+
+
+class PreScorePlugin(Protocol):
+    name: ClassVar[str]
+
+    def pre_score(self, ctx: CycleContext, feasible: BoolArray) -> Status | None:
+        """Once, over the feasible rows, before Score: state for the Score, or Skip."""
+
+
+class ReservePlugin(Protocol):
+    name: ClassVar[str]
+
+    def reserve(self, ctx: CycleContext, node: str) -> Deferred[Status | None]:
+        """Take the room ``node`` needs for the pod before it is bound. A rejection fails the
+        attempt, and every Reserve plugin's :meth:`unreserve` runs."""
+
+    def unreserve(self, ctx: CycleContext, node: str) -> Deferred[None]:
+        """Give the room back. Idempotent; never fails; runs in reverse plugin order, also
+        for a plugin whose own reserve did not run or failed."""
+
+
+class PermitPlugin(Protocol):
+    name: ClassVar[str]
+
+    def permit(self, ctx: CycleContext, node: str) -> Deferred[tuple[Status | None, float]]:
+        """Allow the binding (Success), reject it, or hold the pod (Wait, with the timeout in
+        seconds: past it the pod is rejected). The pod is bound once every Permit plugin
+        that said Wait has allowed it through the :class:`Handle`."""
+
+
+class PreBindPlugin(Protocol):
+    name: ClassVar[str]
+
+    async def pre_bind(self, ctx: CycleContext, node: str) -> Status | None:
+        """Before Bind, off the loop: write what binding needs (volumes, labels); a failure
+        unreserves the pod and tries it again."""
+
+
+class BindPlugin(Protocol):
+    name: ClassVar[str]
+
+    async def bind(self, ctx: CycleContext, node: str) -> Status | None:
+        """Bind the pod to ``node``, or answer Skip to leave it to the next Bind plugin."""
+
+
+class PostBindPlugin(Protocol):
+    name: ClassVar[str]
+
+    async def post_bind(self, ctx: CycleContext, node: str) -> None:
+        """After a successful binding; informational (clean-up, events)."""
+
+
+class ActionType(enum.Flag):
+    """What happened to an object, as kube's ``framework.ActionType`` has it."""
+
+    ADD = enum.auto()
+    DELETE = enum.auto()
+    UPDATE_NODE_ALLOCATABLE = enum.auto()
+    UPDATE_NODE_LABEL = enum.auto()
+    UPDATE_NODE_TAINT = enum.auto()
+    UPDATE_NODE_CONDITION = enum.auto()
+    UPDATE_NODE_ANNOTATION = enum.auto()
+    UPDATE_POD_LABEL = enum.auto()
+    UPDATE_POD_SCALE_DOWN = enum.auto()
+    UPDATE_POD_TOLERATION = enum.auto()
+    UPDATE_POD_SCHEDULING_GATES_ELIMINATED = enum.auto()
+    UPDATE_POD_GENERATED_RESOURCE_CLAIM = enum.auto()
+    UPDATE = (UPDATE_NODE_ALLOCATABLE | UPDATE_NODE_LABEL | UPDATE_NODE_TAINT
+              | UPDATE_NODE_CONDITION | UPDATE_NODE_ANNOTATION | UPDATE_POD_LABEL
+              | UPDATE_POD_SCALE_DOWN | UPDATE_POD_TOLERATION
+              | UPDATE_POD_SCHEDULING_GATES_ELIMINATED | UPDATE_POD_GENERATED_RESOURCE_CLAIM)
+    ALL = ADD | DELETE | UPDATE
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterEvent:
+    """A kind of change: the resource (kube's names: ``Pod``, ``Node``,
+    ``PersistentVolumeClaim``, ``ResourceClaim``, ...) and what happened to it."""
+
+    resource: str
+    action: ActionType
+
+    def matches(self, other: ClusterEvent) -> bool:
+        """Whether ``other`` (an event that happened) is one this registration covers."""
+        return self.resource in (other.resource, "*") and bool(self.action & other.action)
+
+
+class QueueingHint(enum.Enum):
+    SKIP = "QueueSkip"
+    QUEUE = "Queue"
+
+
+#: Whether an event (the object before and after; None for an add or a delete) may make
+#: ``pod`` schedulable. Raising counts as Queue, as kube counts a hint's error.
+QueueingHintFn = Callable[[PodInfo, Any, Any], QueueingHint]
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterEventWithHint:
+    event: ClusterEvent
+    hint: QueueingHintFn | None = None  # None: every such event may help
+
+
+class EnqueueExtensions(Protocol):
+    def events_to_register(self) -> Sequence[ClusterEventWithHint]:
+        """The events that may make a pod this plugin rejected schedulable."""
+
+
+class Handle(Protocol):
+    """What the framework lends its plugins (kube's ``framework.Handle``): the pods waiting
+    at Permit."""
+
+    def waiting_pods(self) -> Iterable[WaitingPod]: ...
+
+    def get_waiting_pod(self, uid: str) -> WaitingPod | None: ...
+
+    def allow_waiting_pod(self, uid: str, plugin: str) -> bool:
+        """Allow on ``plugin``'s behalf; the pod is bound once no plugin holds it. False when
+        it is not waiting for that plugin."""
+
+    def reject_waiting_pod(self, uid: str, plugin: str, message: str) -> bool:
+        """Reject on ``plugin``'s behalf: the pod is unreserved and tried again."""

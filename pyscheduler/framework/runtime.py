@@ -1,0 +1,263 @@
+"""Running a profile's plugins at each extension point (kube's ``frameworkImpl``).
+
+:class:`Framework` holds one profile's plugins per point, in the configured order, and runs
+them with kube's rules:
+
+* PreFilter: every plugin runs; a rejection stops the attempt (the plugin is recorded), Skip
+  marks the plugin's Filter as not to run, the node sets intersect.
+* PostFilter: in order, until one answers Success; UnschedulableAndUnresolvable stops the rest;
+  the reasons of the others are kept for the pod's message.
+* PreScore: every plugin runs; Skip marks its Score as not to run.
+* Reserve: in order; the first that fails makes every Reserve plugin's unreserve run, in
+  reverse order (kube's ``RunReservePluginsUnreserve``), and the attempt fails.
+* PreBind: in order; the first failure fails the binding.
+* Bind: in order until one does not answer Skip; all skipping is an error.
+* PostBind: every plugin, after a successful binding; what they raise is reported only.
+
+A plugin that raises answers ``Error`` (its exception kept): a fault, not a verdict, and the
+pod is retried. Each point's time is recorded in
+``scheduler_framework_extension_point_duration_seconds`` with the status it ended with.
+
+Answers worked out elsewhere (:data:`~pyscheduler.framework.interface.Deferred`): at PreFilter
+and PostFilter the run ends with Pending and hands the awaitable back (:attr:`Run.deferred`);
+the caller awaits it off the loop and runs the point again with the answer (``answers``). At
+Reserve they are awaited in :meth:`Framework.reserve`, the binding cycle's first step.
+"""
+
+from __future__ import annotations
+
+import inspect
+import time
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, TypeVar, cast
+
+from pyscheduler.framework.interface import (
+    BindPlugin,
+    CycleContext,
+    PostBindPlugin,
+    PostFilterPlugin,
+    PreBindPlugin,
+    PreFilterPlugin,
+    PreScorePlugin,
+    ReservePlugin,
+)
+from pyscheduler.framework.nodetable import BoolArray
+from pyscheduler.framework.status import (
+    SUCCESS,
+    Code,
+    PostFilterResult,
+    PreFilterResult,
+    Status,
+    as_status,
+)
+
+if TYPE_CHECKING:
+    from pyscheduler.framework.pipeline import FilterOutcome
+
+__all__ = ["Framework", "Run"]
+
+#: Record a point's time: (extension point, status code's name, seconds).
+Observe = Callable[[str, str, float], None]
+#: Report what a plugin raised where it cannot fail the pod (unreserve, post-bind):
+#: (extension point, plugin, pod key, the exception).
+OnFault = Callable[[str, str, str, BaseException], None]
+
+T = TypeVar("T")
+
+
+@dataclass(slots=True)
+class Run:
+    """How a point ended: its status (the plugin that decided it recorded), what it produced,
+    and, when a plugin answers elsewhere, that plugin and the awaitable of its answer."""
+
+    status: Status = SUCCESS
+    prefilter: PreFilterResult = field(default_factory=PreFilterResult)
+    postfilter: PostFilterResult | None = None
+    #: Plugins whose coupled Filter (after PreFilter) or Score (after PreScore) must not run.
+    skipped: frozenset[str] = frozenset()
+    #: PostFilter: the reasons of the plugins that tried and could not help, in order.
+    reasons: tuple[str, ...] = ()
+    deferred: tuple[str, Awaitable[Any]] | None = None
+
+
+def _status(answer: Status | None) -> Status:
+    return SUCCESS if answer is None else answer
+
+
+@dataclass(slots=True)
+class Framework:
+    """One profile's plugins at the points after Filter/Score (those two run in the
+    vectorised :class:`~pyscheduler.framework.pipeline.Pipeline`)."""
+
+    profile: str
+    pre_filter: Sequence[PreFilterPlugin] = ()
+    post_filter: Sequence[PostFilterPlugin] = ()
+    pre_score: Sequence[PreScorePlugin] = ()
+    reserve_plugins: Sequence[ReservePlugin] = ()
+    pre_bind: Sequence[PreBindPlugin] = ()
+    bind: Sequence[BindPlugin] = ()
+    post_bind: Sequence[PostBindPlugin] = ()
+    observe: Observe | None = None
+    on_fault: OnFault | None = None
+
+    # -- the scheduling cycle (on the loop) ------------------------------------------------
+
+    def run_pre_filter(self, ctx: CycleContext,
+                       answers: Mapping[str, Any] | None = None) -> Run:
+        start = time.perf_counter()
+        nodes, skipped = PreFilterResult(), set()
+        for plugin in self.pre_filter:
+            got = self._call(plugin.name, answers, plugin.pre_filter, ctx)
+            if isinstance(got, Run):
+                return self._ended("PreFilter", start, got)
+            result, status = cast("tuple[PreFilterResult | None, Status | None]", got)
+            status = _status(status)
+            if status.skipped:
+                skipped.add(plugin.name)
+            elif not status.success:
+                return self._ended("PreFilter", start, Run(status.with_plugin(plugin.name)))
+            nodes = nodes.merge(result)
+        return self._ended("PreFilter", start, Run(prefilter=nodes, skipped=frozenset(skipped)))
+
+    def run_post_filter(self, ctx: CycleContext, filtered: FilterOutcome,
+                        answers: Mapping[str, Any] | None = None) -> Run:
+        start = time.perf_counter()
+        reasons: list[str] = []
+        for plugin in self.post_filter:
+            got = self._call(plugin.name, answers, plugin.post_filter, ctx, filtered)
+            if isinstance(got, Run):
+                got.reasons = tuple(reasons)
+                return self._ended("PostFilter", start, got)
+            result, status = cast("tuple[PostFilterResult | None, Status]", got)
+            status = _status(status)
+            if status.success:
+                return self._ended("PostFilter", start,
+                                   Run(postfilter=result, reasons=tuple(reasons)))
+            if status.failed:
+                return self._ended("PostFilter", start, Run(status.with_plugin(plugin.name),
+                                                            reasons=tuple(reasons)))
+            if status.message:
+                reasons.append(status.message)
+            if status.code is Code.UNSCHEDULABLE_AND_UNRESOLVABLE:
+                return self._ended("PostFilter", start, Run(status.with_plugin(plugin.name),
+                                                            reasons=tuple(reasons)))
+        status = Status(Code.UNSCHEDULABLE, tuple(reasons))
+        return self._ended("PostFilter", start, Run(status, reasons=tuple(reasons)))
+
+    def run_pre_score(self, ctx: CycleContext, feasible: BoolArray) -> Run:
+        start = time.perf_counter()
+        skipped = set()
+        for plugin in self.pre_score:
+            try:
+                status = _status(plugin.pre_score(ctx, feasible))
+            except Exception as exc:
+                status = as_status(exc)
+            if status.skipped:
+                skipped.add(plugin.name)
+            elif not status.success:
+                return self._ended("PreScore", start, Run(status.with_plugin(plugin.name)))
+        return self._ended("PreScore", start, Run(skipped=frozenset(skipped)))
+
+    def _call(self, name: str, answers: Mapping[str, Any] | None, fn: Any, *args: Any) -> Any:
+        """A plugin's answer (one already worked out elsewhere first), or the Run that ends
+        the point: Pending with the awaitable, or Error for what it raised."""
+        if answers is not None and name in answers:
+            return answers[name]
+        try:
+            got = fn(*args)
+        except Exception as exc:
+            return Run(as_status(exc).with_plugin(name))
+        if inspect.isawaitable(got):
+            return Run(Status(Code.PENDING, (f"waiting for {name}",), name),
+                       deferred=(name, got))
+        return got
+
+    # -- the binding cycle (off the loop) --------------------------------------------------
+
+    async def reserve(self, ctx: CycleContext, node: str) -> Status:
+        """Every Reserve plugin in order; on the first failure every plugin's unreserve runs
+        (in reverse order) and that failure is the answer."""
+        start = time.perf_counter()
+        for plugin in self.reserve_plugins:
+            try:
+                status = _status(await _answer(plugin.reserve(ctx, node)))
+            except Exception as exc:
+                status = as_status(exc)
+            if not status.success:
+                status = status.with_plugin(plugin.name)
+                await self.unreserve(ctx, node)
+                self._observe("Reserve", status, start)
+                return status
+        self._observe("Reserve", SUCCESS, start)
+        return SUCCESS
+
+    async def unreserve(self, ctx: CycleContext, node: str) -> None:
+        """Every Reserve plugin's unreserve, in reverse order; what one raises is logged and
+        the others still run."""
+        start = time.perf_counter()
+        for plugin in reversed(self.reserve_plugins):
+            try:
+                await _answer(plugin.unreserve(ctx, node))
+            except Exception as exc:
+                self._fault("Unreserve", plugin.name, ctx, exc)
+        self._observe("Unreserve", SUCCESS, start)
+
+    async def run_pre_bind(self, ctx: CycleContext, node: str) -> Status:
+        start = time.perf_counter()
+        for plugin in self.pre_bind:
+            status = await _guarded(plugin.name, plugin.pre_bind(ctx, node))
+            if not status.success and not status.skipped:
+                self._observe("PreBind", status, start)
+                return status
+        self._observe("PreBind", SUCCESS, start)
+        return SUCCESS
+
+    async def run_bind(self, ctx: CycleContext, node: str) -> Status:
+        start = time.perf_counter()
+        for plugin in self.bind:
+            status = await _guarded(plugin.name, plugin.bind(ctx, node))
+            if status.skipped:
+                continue
+            self._observe("Bind", status, start)
+            return status
+        status = Status(Code.ERROR, ("no bind plugin bound the pod",))
+        self._observe("Bind", status, start)
+        return status
+
+    async def run_post_bind(self, ctx: CycleContext, node: str) -> None:
+        start = time.perf_counter()
+        for plugin in self.post_bind:
+            try:
+                await plugin.post_bind(ctx, node)
+            except Exception as exc:
+                self._fault("PostBind", plugin.name, ctx, exc)
+        self._observe("PostBind", SUCCESS, start)
+
+    # -- metrics ---------------------------------------------------------------------------
+
+    def _ended(self, point: str, start: float, run: Run) -> Run:
+        self._observe(point, run.status, start)
+        return run
+
+    def _observe(self, point: str, status: Status, start: float) -> None:
+        if self.observe is not None:
+            self.observe(point, str(status.code), time.perf_counter() - start)
+
+    def _fault(self, point: str, plugin: str, ctx: CycleContext, exc: BaseException) -> None:
+        if self.on_fault is not None:
+            self.on_fault(point, plugin, ctx.pod.key, exc)
+
+
+async def _answer(got: T | Awaitable[T]) -> T:
+    if inspect.isawaitable(got):
+        return await cast("Awaitable[T]", got)
+    return got
+
+
+async def _guarded(name: str, call: Awaitable[Status | None]) -> Status:
+    try:
+        status = _status(await call)
+    except Exception as exc:
+        status = as_status(exc)
+    return status if status.success or status.skipped else status.with_plugin(name)
