@@ -266,7 +266,10 @@ class Scheduler:
                                            or phase in ("Succeeded", "Failed")):
             self.preemptor.forget(uid)
         if node:
-            if self.observer is not None and self._is_virtual(node):
+            # The label as well as the node: the pods informer may deliver a pod before the
+            # nodes informer has delivered its virtual node (a new leader's first lists).
+            if self.observer is not None and (self._is_virtual(node) or (
+                    meta.get("labels") or {}).get(VIRTUAL_LABEL) == "true"):
                 self.observer.pod_seen(obj)
             if phase not in ("Succeeded", "Failed") and self.cache.confirm(
                     uid, node, meta.get("labels") or {}):

@@ -118,6 +118,14 @@ def _seconds(text: object, default: float) -> float:
         return default
 
 
+class _MoveInFlight(Exception):
+    """The pod read before a move already records one: follow that one instead."""
+
+    def __init__(self, current: Obj) -> None:
+        super().__init__("a move is already recorded on the pod")
+        self.current = current
+
+
 class Rebalancer:
     """Moves pods from virtual nodes back to real ones; runs on the scheduler's event loop.
 
@@ -346,6 +354,7 @@ class Rebalancer:
         meta = obj["metadata"]
         uid = str(meta["uid"])
         ok = False
+        in_flight: Obj | None = None
         try:
             if strategy == "copy":
                 ok = await self._copy_then_delete(obj, node, reservation)
@@ -353,6 +362,8 @@ class Rebalancer:
                 ok = await self._evict(obj, node)
         except asyncio.CancelledError:
             raise
+        except _MoveInFlight as exc:
+            in_flight = exc.current
         except Exception as exc:
             log.warning("rebalance move failed", pod=meta.get("name"), error=str(exc))
             placement.recorder.record(obj, type_="Warning", reason="RebalanceFailed",
@@ -361,6 +372,9 @@ class Rebalancer:
             if strategy == "copy" or not ok:
                 self.moving.pop(uid, None)
                 placement.release(reservation)
+        if in_flight is not None:
+            self._follow(in_flight)
+            return
         if ok:
             self.moved += 1
         if placement.metrics is not None:
@@ -414,6 +428,10 @@ class Rebalancer:
         current = await self._current(obj)
         if current is None:
             return False  # deleted (or being deleted) meanwhile: nothing to move
+        if move_record(current) is not None:
+            # A move recorded since our cache last saw the pod (a previous leader's): that one
+            # is finished or undone, never overwritten, or its copy would be left behind.
+            raise _MoveInFlight(current)
         copy_name = f"{name}-rb-{int(self.clock()) % 100000}"
         record = {"copy": copy_name, "node": node,
                   "since": time.strftime(_TIME_FORMAT, time.gmtime(self.clock()))}

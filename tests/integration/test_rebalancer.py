@@ -140,6 +140,67 @@ def test_only_its_own_pods_move_and_never_a_pod_just_deleted(
         s.stop()
 
 
+def test_a_move_recorded_since_the_cache_saw_the_pod_is_followed_not_overwritten(
+        sim: AnyCluster, cloud: BackgroundCloudSim) -> None:
+    """A leader whose cache still shows a pod without the move another leader recorded on it
+    reads the pod before moving it, finds the record, and finishes or undoes that move: it
+    never writes a record of its own over it (which would leave the other copy behind)."""
+    name = "stale-sched"
+    core = client.CoreV1Api(config.new_client_from_config(config_file=str(sim.kubeconfig)))
+    s = SchedulerThread(sim.kubeconfig, leaderElection={"enabled": False},
+                        **settings(cloud, name)).start()
+    try:
+        rebalancer = s.app.rebalancer
+        wait_for(lambda: core.list_node(label_selector="type=virtual-kubelet").items,
+                 what="the virtual node")
+        ns = f"stale-{uuid.uuid4().hex[:6]}"
+        core.create_namespace({"metadata": {"name": ns}})
+        fill_real_nodes(core, ns)
+        core.create_namespaced_pod(ns, pod("mine", name))
+        wait_for(lambda: running_on(core, ns).get("mine") == "wssp-virtual-aci", timeout=30,
+                 what="mine to run on the cloud")
+        uid = core.read_namespaced_pod("mine", ns).metadata.uid
+        stale = s.call(lambda: copy.deepcopy(rebalancer.virtual_pods.get(uid)))
+        assert stale is not None and "wssp/move" not in stale["metadata"].get(
+            "annotations", {})
+        free_real_nodes(core, ns)
+        wait_for(lambda: s.call(lambda: requested_on(s, "real-0")) == 0,
+                 what="the scheduler to see real-0 free")
+        # Hold the pod as if a move of ours were starting, so no sweep follows the record.
+        reservation = s.call(lambda: rebalancer.reserve(stale, "real-0"))
+        assert reservation is not None
+        s.call(lambda: rebalancer.moving.__setitem__(uid, reservation))
+        record = {"copy": "mine-rb-1", "node": "real-0",
+                  "since": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+        core.patch_namespaced_pod("mine", ns, {"metadata": {"annotations": {
+            "wssp/move": json.dumps(record, sort_keys=True)}}})
+        wait_for(lambda: s.call(lambda: "wssp/move" in rebalancer.virtual_pods[uid][
+            "metadata"].get("annotations", {})), what="the record to reach the cache")
+        # The move starts from the version without the record.
+        s.call(lambda: rebalancer._spawn(rebalancer._move(stale, "real-0", "copy",
+                                                          reservation)))
+        wait_for(lambda: "wssp/move" not in (core.read_namespaced_pod(
+            "mine", ns).metadata.annotations or {}), timeout=30,
+            what="the recorded move to be undone")
+        failed = [e.message for e in core.list_namespaced_event(ns).items
+                  if e.reason == "RebalanceFailed"]
+        assert failed and all("copy mine-rb-1 on real-0" in m for m in failed), failed
+        time.sleep(1)
+        assert running_on(core, ns).get("mine") == "wssp-virtual-aci"
+        assert not [p.metadata.name for p in core.list_namespaced_pod(ns).items
+                    if p.metadata.name.startswith("mine-rb-")]   # no copy of its own
+        assert s.call(lambda: rebalancer.moving) == {}
+        assert s.call(lambda: requested_on(s, "real-0")) == 0   # the reservation released
+    finally:
+        s.stop()
+
+
+def requested_on(s: SchedulerThread, node: str) -> int:
+    """The cpu (millicores) the scheduler counts on ``node``; call on its loop."""
+    table = s.app.scheduler.cache.table
+    return int(table.requested[table.slots[node], 0])
+
+
 def _run_scheduler(kubeconfig: Path, cfg: Path, log: Path) -> subprocess.Popen[bytes]:
     out = log.open("wb")
     return subprocess.Popen([sys.executable, "-m", "pyscheduler.cli", "run", "--kubeconfig",

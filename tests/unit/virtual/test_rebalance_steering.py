@@ -136,3 +136,24 @@ def test_stop_ends_a_move_that_loses_a_cancellation() -> None:
         assert done == {stopping}, "stop waited on a move that lost its cancellation"
         assert swallowed
     asyncio.run(body())
+
+
+def test_a_virtual_pod_listed_before_its_virtual_node_reaches_the_rebalancer() -> None:
+    """A new leader's informers list concurrently: a pod this scheduler put on a virtual node
+    may arrive before the node does. The pod's own label says it is ours on the cloud, so the
+    rebalancer learns of it (and of a move recorded on it) without waiting for an update."""
+    placement = scheduler()
+    rebalancer = Rebalancer(placement, RebalancerConfig())
+    placement.observer = rebalancer
+    obj = web_pod("web-x", "v-1", node_name="wssp-virtual-aci")
+    obj["spec"]["schedulerName"] = placement.name
+    obj["metadata"]["labels"] = {"wssp/virtual-node": "true"}
+    obj["metadata"]["annotations"] = {"wssp/move": '{"copy": "web-x-rb-1", "node": "a"}'}
+    obj["status"] = {"phase": "Running"}
+    placement._pod_added(obj)
+    assert list(rebalancer.virtual_pods) == ["v-1"]
+    # A pod on a node not (yet) known and without the label is not the rebalancer's.
+    other = web_pod("web-y", "v-2", node_name="wssp-virtual-aci")
+    other["spec"]["schedulerName"] = placement.name
+    placement._pod_added(other)
+    assert list(rebalancer.virtual_pods) == ["v-1"]
