@@ -8,19 +8,24 @@ It reads like kube-scheduler's ``schedule_one.go``:
    filters, over the pools' virtual nodes (rows of the same node table), the pools' configured
    order as the score;
 3. on success **assume** the pod on the chosen node in the cache (the next pod already sees the
-   capacity taken — a pool's quota as much as a node's) and **bind** it in the background with
-   bounded concurrency; a pod bound to a virtual node is labelled ``wssp/virtual-node`` first;
-4. on failure record why: the ``PodScheduled=False`` condition (reason ``Unschedulable``) and a
+   capacity taken — a pool's quota as much as a node's) and run **Reserve**: the plugins that
+   answer at once (VolumeBinding) on the loop, before the next pod's cycle;
+4. the **binding cycle**, in a task of its own with bounded concurrency: the rest of Reserve,
+   **Permit** (a pod told to wait is held until allowed, rejected or timed out), **PreBind**
+   (the fragment's labels, VirtualNodeLabel, VolumeBinding), **Bind** (DefaultBinder), and
+   **PostBind** (:class:`~pyscheduler.framework.runtime.Framework` applies kube's rules at
+   each point; the plugins are in :mod:`pyscheduler.binding`);
+5. on failure record why: the ``PodScheduled=False`` condition (reason ``Unschedulable``) and a
    ``FailedScheduling`` event with kube's message (and the burst pass's), then park the pod
    until the cluster changes.
 
-Every failure path undoes what came before: a binding refused with 409/404 forgets the
-assumption and re-reads the pod (bound elsewhere, gone, or to be retried); a 5xx or timeout is
-retried with backoff, and if it keeps failing the assumption is forgotten and the pod requeued.
-A binding that timed out but actually succeeded shows up as a 409 naming *our* node on retry,
-and counts as success. No pod is bound twice and no node over-committed: the binding
-subresource refuses an assigned pod, and the cache counts assumed pods until the informer
-confirms them.
+Every failure after Reserve has one undo (:meth:`Scheduler._undo`): every Reserve plugin's
+unreserve in reverse order, the assumption forgotten, the pod requeued with the reason — or
+dropped from the queue when it is gone or was bound elsewhere. DefaultBinder re-reads a pod
+after a 409/404 (bound elsewhere, gone, or to be retried) and retries 5xx and timeouts with
+backoff; a binding that timed out but actually succeeded shows up naming *our* node, and
+counts as success. No pod is bound twice and no node over-committed: the binding subresource
+refuses an assigned pod, and the cache counts assumed pods until the informer confirms them.
 
 Informers feed the cache (nodes, virtual ones included; pods assigned to nodes, whoever bound
 them) and the queue (our unassigned pods). Only the leader schedules; losing the lease cancels
@@ -34,7 +39,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
-import enum
 import time
 from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from typing import Any, Protocol
@@ -53,7 +57,13 @@ from pyscheduler.api.names import (
 from pyscheduler.api.labels import LabelSelector
 from pyscheduler.api.times import rfc3339
 from pyscheduler.settings import SchedulerConfig
+from pyscheduler.binding import fragment as fragment_stages
+from pyscheduler.binding.default_binder import DefaultBinder
+from pyscheduler.binding.outcome import BOUND_ELSEWHERE, POD_GONE, ends_the_pod
+from pyscheduler.binding.virtual_node_label import VirtualNodeLabel
 from pyscheduler.framework.cache import Cache
+from pyscheduler.framework.runtime import Framework
+from pyscheduler.framework.status import SUCCESS, Code, Status
 from pyscheduler.framework.interface import CycleContext
 from pyscheduler.framework.lifecycle import (
     Lifecycle,
@@ -76,12 +86,6 @@ from pyscheduler.framework.pipeline import FilterOutcome
 from pyscheduler.framework.pod import PodInfo, PodSpecError, nominated_node, pod_info
 from pyscheduler.framework.queue import QueuedPod, SchedulingQueue
 from pyscheduler.kube.client import KubeClient, api_path
-from pyscheduler.kube.errors import (
-    ApiStatusError,
-    ConflictError,
-    NotFoundError,
-    is_retryable,
-)
 from pyscheduler.kube.events import EventRecorder
 from pyscheduler.kube.informer import Informer, drop_managed_fields, slim_pod
 from pyscheduler.metrics import AttemptResult, SchedulerMetrics
@@ -102,13 +106,6 @@ SCHEDULER_ERROR = "SchedulerError"
 
 Obj = dict[str, Any]
 #: What became of a binding: done, done by someone else, the pod gone, or to be tried again.
-class BindOutcome(enum.Enum):
-    """How one binding attempt ended."""
-
-    BOUND = "bound"                      # the pod is on the chosen node
-    BOUND_ELSEWHERE = "bound-elsewhere"  # someone else bound it first, to another node
-    GONE = "gone"                        # the pod was deleted (or replaced) meanwhile
-    RETRY = "retry"                      # not bound: the pod goes back to the queue
 # Chooses the stage overrides for a pod; raises StageUnavailable when the pod must wait.
 SelectFn = Callable[[PodInfo], Selection]
 NO_SELECTION = Selection(None)
@@ -183,7 +180,6 @@ class Scheduler:
             if burst_profile is not None else None
         self.recorder = EventRecorder(client, reporting_controller=self.name,
                                       reporting_instance=config.leader_election.identity)
-        self.bind_slots = asyncio.Semaphore(config.bind_concurrency)
         # Pods held at a fragment's permit; a release may leave room for pods that wait.
         self.permits = WaitingRoom(
             on_release=lambda outcome: self.queue.move_all_to_active("PermitReleased"))
@@ -218,6 +214,18 @@ class Scheduler:
             client, self.cache.table,
             on_change=lambda event: self.queue.move_all_to_active(event))
         self.informers += self.volume_binder.informers
+        # The points after Score (Filter and Score run in the pipelines).
+        self.fragment = fragment_stages.Fragment(client)
+        self.framework = Framework(
+            self.name, reserve_plugins=(self.volume_binder, self.fragment),
+            permit=(self.fragment,),
+            pre_bind=(self.fragment, VirtualNodeLabel(client), self.volume_binder),
+            bind=(DefaultBinder(client, concurrency=config.bind_concurrency,
+                                timeout_seconds=config.bind_timeout_seconds,
+                                metrics=metrics),),
+            post_bind=(self.fragment, self.volume_binder),
+            observe=metrics.observe_extension_point if metrics is not None else None,
+            on_fault=_plugin_fault)
         # kube's default topology spread constraints, for pods that declare none.
         self.spread_defaults = SpreadDefaults.for_scheduler(client, config)
         self.informers += self.spread_defaults.informers
@@ -632,19 +640,9 @@ class Scheduler:
                 elif preemption.clear_nomination and nominated_node(pod):
                     self.preemptor.spawn(self.preemptor.clear(pod))
             return
-        problem = self.volume_binder.assume(ctx, result.slot)
-        if problem is not None:
-            # The claims changed between the filters and now: try again shortly.
-            self.failed += 1
-            self._observe("unschedulable", start)
-            self.queue.requeue_backoff(pod.uid)
-            self._spawn(self._set_unschedulable(pod, problem, "Unschedulable", decision))
-            return
         if self.preemptor is not None:
             self.preemptor.forget(pod.uid)
-        self.cache.assume(pod, result.node)
-        self._observe("scheduled", start)
-        self._spawn(self._bind(entry, result.node, decision, lifecycle))
+        self._reserve(entry, result.node, decision, lifecycle, start)
 
     def _postfilter(self, entry: QueuedPod, ctx: CycleContext,
                     lifecycle: Lifecycle | None) -> PostFilterAnswer | None:
@@ -894,246 +892,133 @@ class Scheduler:
         self._binds.add(task)
         task.add_done_callback(self._binds.discard)
 
-    async def _bind(self, entry: QueuedPod, node: str, decision: Obj | None,
-                    lifecycle: Lifecycle | None = None) -> None:
-        """Bind the assumed pod to ``node``, real or virtual: one path for both. The pod's
-        fragment, when it takes those stages, reserves, permits (maybe holding the pod until
-        it allows it) and adds labels first; a pod going to a cloud pool's virtual node is
-        labelled (pre-bind), so that it reads as virtual from the moment it is bound."""
+    # -- Reserve, then the binding cycle (kube's schedulingCycle tail and bindingCycle) --------
+
+    def _reserve(self, entry: QueuedPod, node: str, decision: Obj | None,
+                 lifecycle: Lifecycle | None, start: float) -> None:
+        """Assume the pod on ``node`` and run Reserve: its plugins that answer at once run
+        here, on the loop; the binding cycle (awaiting the rest first) runs in a task."""
         pod = entry.pod
-        table = self.cache.table
-        slot = table.slots.get(node)
-        info = table.infos[slot] if slot is not None else None
-        pool = info.pool if info is not None else None
-        outcome: BindOutcome | None = None
-        patch: Obj = {}
-        if lifecycle is not None:
-            try:
-                gate = await self._fragment_gate(entry, node, lifecycle, decision)
-            except asyncio.CancelledError:
-                raise
-            except Exception as exc:  # StageFailed, or a fault: the pod is not bound now
-                gate = (str(exc) if isinstance(exc, StageFailed) else
-                        f"scheduling failed: {type(exc).__name__}: {exc}",
-                        UnreserveCause.REFUSED)
-                if not isinstance(exc, StageFailed):
-                    log.exception("fragment stage failed", pod=pod.key, node=node)
-            if isinstance(gate, tuple):
-                message, cause = gate
-                await self._unreserve(pod, node, lifecycle, cause)
-                self.cache.forget(pod.uid)
-                if cause is UnreserveCause.GONE:
-                    self.queue.delete(pod.uid)
-                    return
-                self.queue.requeue_backoff(pod.uid, "PermitRejected")
-                await self._set_unschedulable(pod, message, "Unschedulable", decision)
-                return
-            patch = gate
-        if pool is not None:
-            outcome = await self._pre_bind_virtual(pod, patch)
-        else:
-            if patch:
-                outcome = await self._pre_bind_patch(pod, patch)
-            if outcome is None:
-                problem = await self.volume_binder.bind(pod, node)
-                if problem is not None:
-                    log.warning("could not bind the pod's volumes", pod=pod.key, node=node,
-                                problem=problem)
-                    outcome = BindOutcome.RETRY
-        if outcome is None:
-            outcome = await self._guarded_binding(pod, node)
-        self.volume_binder.forget(pod.uid)
-        if outcome is BindOutcome.BOUND:
-            self.cache.finish_binding(pod.uid)
-            note = f"Successfully assigned {pod.key} to {node}"
-            if pool is not None:
-                note += f" (no real node fits: burst to cloud pool {pool})"
-                self.bursts += 1
-                if self.metrics is not None:
-                    self.metrics.bursts.labels(pool).inc()
-            self._bound(entry, node, note)
-            if decision is not None:
-                await self._annotate_decision(pod, decision)
-            if lifecycle is not None and "postbind" in lifecycle.stages:
-                await self._lifecycle_call(lifecycle.postbind(self._context(pod), node), pod)
+        self.cache.assume(pod, node)
+        ctx = self._context(pod)
+        fragment_stages.attach(ctx, lifecycle, _fragment_answers(decision, lifecycle.name)
+                               if decision is not None and lifecycle is not None else None)
+        reserved = self.framework.run_reserve(ctx, node)
+        if isinstance(reserved, Status) and not reserved.success:
+            self.failed += 1
+            self._observe("unschedulable", start)
+            self._spawn(self._undo(ctx, node, reserved, UnreserveCause.REFUSED, "Reserve",
+                                   decision))
             return
-        if lifecycle is not None:
-            await self._unreserve(pod, node, lifecycle, UnreserveCause.GONE
-                                  if outcome is BindOutcome.GONE else UnreserveCause.BIND_FAILED)
+        self._observe("scheduled", start)
+        self._spawn(self._binding_cycle(entry, ctx, node, reserved, decision))
+
+    async def _binding_cycle(self, entry: QueuedPod, ctx: CycleContext, node: str,
+                             reserved: Status | Awaitable[Status], decision: Obj | None) -> None:
+        """The rest of Reserve, Permit (waiting when told to), PreBind, Bind, PostBind; every
+        failure after Reserve has one undo (:meth:`_undo`)."""
+        status = reserved if isinstance(reserved, Status) else await reserved
+        if not status.success:
+            await self._undo(ctx, node, status, UnreserveCause.REFUSED, "Reserve", decision)
+            return
+        status, cause = await self._permit(ctx, node)
+        if not status.success:
+            await self._undo(ctx, node, status, cause, "Permit", decision)
+            return
+        status = await self.framework.run_pre_bind(ctx, node)
+        if not status.success:
+            await self._undo(ctx, node, status, _cause(status, UnreserveCause.REFUSED),
+                             "PreBind", decision)
+            return
+        status = await self.framework.run_bind(ctx, node)
+        if not status.success:
+            await self._undo(ctx, node, status, _cause(status, UnreserveCause.BIND_FAILED),
+                             "Bind", decision)
+            return
+        self._bound(entry, node)
+        if decision is not None:
+            await self._annotate_decision(ctx.pod, decision)
+        await self.framework.run_post_bind(ctx, node)
+
+    async def _permit(self, ctx: CycleContext, node: str) -> tuple[Status, UnreserveCause]:
+        """Permit, and the wait it may ask for (kube's WaitOnPermit): Success, or why not and
+        the unreserve cause that goes with it."""
+        status, timeout = await self.framework.run_permit(ctx, node)
+        if not status.waiting:
+            return status, UnreserveCause.DENIED
+        pod = ctx.pod
+        holder = str(ctx.state.get(fragment_stages.PERMIT_HOLDER, status.plugin))
+        held = self.permits.enter(pod, node, holder, timeout)
+        self.recorder.record(pod.raw, type_="Normal", reason="WaitingOnPermit",
+                             action="Scheduling", note=status.message)
+        began = time.perf_counter()
+        how, message = await self.permits.wait(held)
+        if self.metrics is not None:
+            self.metrics.permit_wait_duration.labels(
+                "Success" if how == "allow" else "Unschedulable").observe(
+                time.perf_counter() - began)
+        self.fragment.permit_ended(ctx, how, message)
+        if how == "allow":
+            return SUCCESS, UnreserveCause.DENIED
+        if how == "gone":
+            return POD_GONE, UnreserveCause.GONE
+        return Status(Code.UNSCHEDULABLE, (message,), status.plugin), \
+            UnreserveCause.TIMEOUT if how == "timeout" else UnreserveCause.DENIED
+
+    async def _undo(self, ctx: CycleContext, node: str, status: Status, cause: UnreserveCause,
+                    point: str, decision: Obj | None) -> None:
+        """The one undo for a failure after Reserve: every Reserve plugin's unreserve (in
+        reverse order), the assumed pod forgotten, and the pod back to the queue with why —
+        unless it is gone or bound by someone else."""
+        pod = ctx.pod
+        ctx.state[fragment_stages.UNRESERVE_CAUSE] = cause
+        await self.framework.unreserve(ctx, node)
         self.cache.forget(pod.uid)
-        self._not_bound(pod.uid, outcome)
+        ended = ends_the_pod(status)
+        if ended is POD_GONE:
+            self.queue.delete(pod.uid)
+            return
+        if ended is BOUND_ELSEWHERE:
+            self.queue.done(pod.uid)
+            return
+        if status.failed and status.error is None:
+            # A write that did not go through (its plugin logged why): try again shortly.
+            self.queue.requeue_backoff(pod.uid, "BindFailure")
+            return
+        message = status.message
+        if status.error is not None:
+            error = status.error
+            log.error("plugin failed", pod=pod.key, node=node, plugin=status.plugin,
+                      extension_point=point, exc_info=error)
+            message = f"scheduling failed: {type(error).__name__}: {error}"
+        self.queue.requeue_backoff(pod.uid, "PermitRejected" if point == "Permit"
+                                   else "ScheduleAttemptFailure")
+        await self._set_unschedulable(pod, message, "Unschedulable", decision)
 
     def _context(self, pod: PodInfo) -> CycleContext:
         return CycleContext.for_pod(pod, self.cache.table, self._namespaces_matching)
 
-    async def _fragment_gate(self, entry: QueuedPod, node: str, lifecycle: Lifecycle,
-                             decision: Obj | None) -> Obj | tuple[str, UnreserveCause]:
-        """Reserve, permit (waiting when told to) and pre-bind for a pod assumed on ``node``:
-        the labels and annotations to add (a merge patch, maybe empty), or why the pod is not
-        bound now and the unreserve cause."""
-        pod = entry.pod
-        answers = _fragment_answers(decision, lifecycle.name) if decision is not None else {}
-        reserved = await lifecycle.reserve(self._context(pod), node)
-        answers["reserve"] = reserved.describe()
-        if not reserved.ok:
-            return reserved.message, UnreserveCause.REFUSED
-        permit = await lifecycle.permit(self._context(pod), node)
-        answers["permit"] = permit.describe()
-        if permit.kind == "deny":
-            return permit.message, UnreserveCause.DENIED
-        if permit.kind == "wait":
-            held = self.permits.enter(pod, node, lifecycle.name, permit.timeout)
-            self.recorder.record(pod.raw, type_="Normal", reason="WaitingOnPermit",
-                                 action="Scheduling", note=permit.message or (
-                                     f"reserved on {node}, waiting up to {permit.timeout:g}s "
-                                     f"at permit of fragment {lifecycle.name}"))
-            began = time.perf_counter()
-            how, message = await self.permits.wait(held)
-            if self.metrics is not None:
-                self.metrics.permit_wait_duration.labels(
-                    "Success" if how == "allow" else "Unschedulable").observe(
-                    time.perf_counter() - began)
-            answers["permit"] += f"; {how}" + (f": {message}" if message else "")
-            if how != "allow":
-                cause = {"reject": UnreserveCause.DENIED, "timeout": UnreserveCause.TIMEOUT,
-                         "gone": UnreserveCause.GONE}[how]
-                return message, cause
-        prebind = await lifecycle.prebind(self._context(pod), node)
-        answers["prebind"] = prebind.describe()
-        if not prebind.ok:
-            return prebind.message, UnreserveCause.REFUSED
-        meta: Obj = {}
-        if prebind.labels:
-            meta["labels"] = dict(prebind.labels)
-        if prebind.annotations:
-            meta["annotations"] = dict(prebind.annotations)
-        return {"metadata": meta} if meta else {}
-
-    async def _unreserve(self, pod: PodInfo, node: str, lifecycle: Lifecycle,
-                         cause: UnreserveCause) -> None:
-        if "unreserve" in lifecycle.stages:
-            await self._lifecycle_call(
-                lifecycle.unreserve(self._context(pod), node, cause), pod)
-
-    async def _lifecycle_call(self, call: Awaitable[None], pod: PodInfo) -> None:
-        """A notification to the pod's fragment (unreserve, post-bind): its failure is the
-        fragment's, never the pod's."""
-        try:
-            await call
-        except asyncio.CancelledError:
-            raise
-        except Exception as exc:
-            log.warning("fragment notification failed", pod=pod.key, error=str(exc))
-
-    async def _pre_bind_patch(self, pod: PodInfo, patch: Obj) -> BindOutcome | None:
-        """Add a fragment's pre-bind labels and annotations; None when done."""
-        try:
-            await self.client.patch(_pod_path(pod), patch)
-        except NotFoundError:
-            return BindOutcome.GONE
-        except asyncio.CancelledError:
-            raise
-        except Exception as exc:
-            log.warning("could not label the pod before binding", pod=pod.key,
-                        error=str(exc))
-            return BindOutcome.RETRY
-        return None
-
-    async def _pre_bind_virtual(self, pod: PodInfo, patch: Obj) -> BindOutcome | None:
-        """Label a pod bound for a virtual node (with a fragment's pre-bind ``patch``); None
-        when done, else the bind's outcome."""
-        meta = dict(patch.get("metadata") or {})
-        meta["labels"] = {**(meta.get("labels") or {}), VIRTUAL_LABEL: "true"}
-        return await self._pre_bind_patch(pod, {"metadata": meta})
-
-    async def _guarded_binding(self, pod: PodInfo, node: str) -> BindOutcome:
-        """:meth:`_send_binding`, a fault in it turned into a retry of the pod."""
-        try:
-            return await self._send_binding(pod, node)
-        except asyncio.CancelledError:
-            raise
-        except Exception:
-            log.exception("binding failed", pod=pod.key, node=node)
-            return BindOutcome.RETRY
-
-    async def _send_binding(self, pod: PodInfo, node: str) -> BindOutcome:
-        """The binding, within the concurrency bound and timed; the outcome of
-        :meth:`_bind_with_retries`."""
-        async with self.bind_slots:
-            start = time.perf_counter()
-            outcome = await self._bind_with_retries(pod, node)
-            if self.metrics is not None:
-                self.metrics.bind_duration.observe(time.perf_counter() - start)
-        return outcome
-
-    def _bound(self, entry: QueuedPod, node: str, note: str) -> None:
+    def _bound(self, entry: QueuedPod, node: str) -> None:
         """A pod bound (to a real or a virtual node): count it, leave the queue, tell."""
+        pod = entry.pod
+        self.cache.finish_binding(pod.uid)
         self.scheduled += 1
-        self.queue.done(entry.pod.uid)
+        self.queue.done(pod.uid)
+        note = f"Successfully assigned {pod.key} to {node}"
+        table = self.cache.table
+        slot = table.slots.get(node)
+        info = table.infos[slot] if slot is not None else None
+        pool = info.pool if info is not None else None
+        if pool is not None:
+            note += f" (no real node fits: burst to cloud pool {pool})"
+            self.bursts += 1
+            if self.metrics is not None:
+                self.metrics.bursts.labels(pool).inc()
         if self.metrics is not None:
             self.metrics.observe_pod_scheduled(
                 attempts=entry.attempts, sli_seconds=self.clock() - entry.initial_attempt)
-        self.recorder.record(entry.pod.raw, type_="Normal", reason="Scheduled",
-                             action="Binding", note=note)
-
-    def _not_bound(self, uid: str, outcome: BindOutcome) -> None:
-        """The queue's part of a binding that did not happen."""
-        if outcome is BindOutcome.GONE:
-            self.queue.delete(uid)
-        elif outcome is BindOutcome.BOUND_ELSEWHERE:
-            self.queue.done(uid)
-        else:
-            self.queue.requeue_backoff(uid, "BindFailure")
-
-    async def _bind_with_retries(self, pod: PodInfo, node: str) -> BindOutcome:
-        """``bound``, ``bound-elsewhere``, ``gone`` or ``retry``."""
-        delay = 0.1
-        for attempt in range(BIND_RETRIES + 1):
-            try:
-                await self.client.bind(pod.namespace, pod.name, node, uid=pod.uid,
-                                       timeout=self.config.bind_timeout_seconds)
-                return BindOutcome.BOUND
-            except (ConflictError, NotFoundError) as exc:
-                self._bind_error(exc)
-                return await self._reevaluate(pod, node)
-            except ApiStatusError as exc:
-                self._bind_error(exc)
-                if not is_retryable(exc):
-                    log.warning("binding refused", pod=pod.key, node=node, error=exc.message)
-                    return BindOutcome.RETRY
-            except Exception as exc:  # transport errors, timeouts
-                self._bind_error(exc)
-                if not is_retryable(exc):
-                    log.warning("binding failed", pod=pod.key, node=node, error=str(exc))
-                    return BindOutcome.RETRY
-            if attempt < BIND_RETRIES:
-                await asyncio.sleep(delay)
-                delay *= 2
-        log.warning("binding kept failing; requeueing", pod=pod.key, node=node)
-        return BindOutcome.RETRY
-
-    def _bind_error(self, exc: BaseException) -> None:
-        if self.metrics is not None:
-            reason = exc.reason if isinstance(exc, ApiStatusError) else type(exc).__name__
-            self.metrics.bind_errors.labels(reason=reason).inc()
-
-    async def _reevaluate(self, pod: PodInfo, node: str) -> BindOutcome:
-        """After a 409/404: find out what became of the pod."""
-        try:
-            current = await self.client.get(_pod_path(pod))
-        except NotFoundError:
-            return BindOutcome.GONE
-        except Exception:
-            return BindOutcome.RETRY
-        meta = current.get("metadata") or {}
-        if meta.get("uid") != pod.uid:
-            return BindOutcome.GONE  # deleted and recreated: the new pod comes through the informer
-        bound_to = (current.get("spec") or {}).get("nodeName")
-        if bound_to == node:
-            return BindOutcome.BOUND  # an earlier attempt that timed out did succeed
-        if bound_to:
-            return BindOutcome.BOUND_ELSEWHERE
-        return BindOutcome.RETRY
+        self.recorder.record(pod.raw, type_="Normal", reason="Scheduled", action="Binding",
+                             note=note)
 
     async def _set_unschedulable(self, pod: PodInfo, message: str, reason: str,
                                  decision: Obj | None = None) -> None:
@@ -1186,6 +1071,22 @@ def _node_changed(old: NodeInfo, new: NodeInfo) -> bool:
             or old.allocatable != new.allocatable or old.unschedulable != new.unschedulable
             or old.ready != new.ready or old.max_instance_cpu != new.max_instance_cpu
             or old.max_instance_memory != new.max_instance_memory)
+
+
+def _cause(status: Status, rejected: UnreserveCause) -> UnreserveCause:
+    """The unreserve cause of a failed PreBind or Bind: the pod gone, a write that did not go
+    through (a bind failure), or ``rejected``."""
+    if ends_the_pod(status) is POD_GONE:
+        return UnreserveCause.GONE
+    if status.failed and status.error is None:
+        return UnreserveCause.BIND_FAILED
+    return rejected
+
+
+def _plugin_fault(point: str, plugin: str, pod: str, exc: BaseException) -> None:
+    """A plugin that raised where it cannot fail the pod (Unreserve, PostBind): logged."""
+    log.warning("plugin failed", extension_point=point, plugin=plugin, pod=pod,
+                error=str(exc))
 
 
 def _fragment_answers(decision: Obj, fragment: str) -> dict[str, str]:

@@ -25,12 +25,14 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Callable
+from typing import ClassVar
 
 import structlog
 
 from pyscheduler.framework.interface import CycleContext
 from pyscheduler.framework.nodetable import NodeTable
 from pyscheduler.framework.pod import PodInfo
+from pyscheduler.framework.status import Code, Status
 from pyscheduler.framework.volumes import SELECTED_NODE, Claim, VolumeCatalog
 from pyscheduler.kube.client import KubeClient, api_path
 from pyscheduler.kube.errors import ConflictError, NotFoundError
@@ -45,6 +47,8 @@ BOUND_BY_CONTROLLER = "pv.kubernetes.io/bound-by-controller"
 
 
 class VolumeBinder:
+    name: ClassVar[str] = "VolumeBinding"
+
     def __init__(self, client: KubeClient, table: NodeTable, *,
                  on_change: Callable[[str], None], bind_timeout_seconds: float = 600.0,
                  poll_seconds: float = 0.1) -> None:
@@ -108,6 +112,33 @@ class VolumeBinder:
         for claim, volume in chosen.static:
             if self.catalog.assumed.get(volume.name) == claim.key:
                 del self.catalog.assumed[volume.name]
+
+    # -- as the VolumeBinding plugin's Reserve, Unreserve, PreBind and PostBind ------------------
+
+    def reserve(self, ctx: CycleContext, node: str) -> Status | None:
+        """On the loop (so no pod scheduled next can take the same volume)."""
+        if not ctx.pod.claims:
+            return None
+        slot = ctx.table.slots.get(node)
+        problem = "node is gone" if slot is None else self.assume(ctx, slot)
+        # The claims changed between the filters and now: try again shortly.
+        return None if problem is None else Status(Code.UNSCHEDULABLE, (problem,))
+
+    def unreserve(self, ctx: CycleContext, node: str) -> None:
+        self.forget(ctx.pod.uid)
+
+    async def pre_bind(self, ctx: CycleContext, node: str) -> Status | None:
+        if ctx.pod.uid not in self.plans:
+            return Status(Code.SKIP)
+        problem = await self.bind(ctx.pod, node)
+        if problem is None:
+            return None
+        log.warning("could not bind the pod's volumes", pod=ctx.pod.key, node=node,
+                    problem=problem)
+        return Status(Code.ERROR, (problem,))
+
+    async def post_bind(self, ctx: CycleContext, node: str) -> None:
+        self.forget(ctx.pod.uid)
 
     # -- in the binding task -------------------------------------------------------------------
 

@@ -9,7 +9,10 @@ them with kube's rules:
   the reasons of the others are kept for the pod's message.
 * PreScore: every plugin runs; Skip marks its Score as not to run.
 * Reserve: in order; the first that fails makes every Reserve plugin's unreserve run, in
-  reverse order (kube's ``RunReservePluginsUnreserve``), and the attempt fails.
+  reverse order (kube's ``RunReservePluginsUnreserve``), and the attempt fails. The plugins
+  that answer at once run on the loop, in the scheduling cycle, as kube runs Reserve.
+* Permit: in order; the first rejection rejects; Wait holds the pod (the longest timeout of
+  the plugins that said it) until it is allowed, rejected or timed out.
 * PreBind: in order; the first failure fails the binding.
 * Bind: in order until one does not answer Skip; all skipping is an error.
 * PostBind: every plugin, after a successful binding; what they raise is reported only.
@@ -21,7 +24,8 @@ pod is retried. Each point's time is recorded in
 Answers worked out elsewhere (:data:`~pyscheduler.framework.interface.Deferred`): at PreFilter
 and PostFilter the run ends with Pending and hands the awaitable back (:attr:`Run.deferred`);
 the caller awaits it off the loop and runs the point again with the answer (``answers``). At
-Reserve they are awaited in :meth:`Framework.reserve`, the binding cycle's first step.
+Reserve the rest of the point is handed back from the first such plugin on, and the binding
+cycle awaits it first (:meth:`Framework.run_reserve`).
 """
 
 from __future__ import annotations
@@ -35,6 +39,7 @@ from typing import TYPE_CHECKING, Any, TypeVar, cast
 from pyscheduler.framework.interface import (
     BindPlugin,
     CycleContext,
+    PermitPlugin,
     PostBindPlugin,
     PostFilterPlugin,
     PreBindPlugin,
@@ -95,6 +100,7 @@ class Framework:
     post_filter: Sequence[PostFilterPlugin] = ()
     pre_score: Sequence[PreScorePlugin] = ()
     reserve_plugins: Sequence[ReservePlugin] = ()
+    permit: Sequence[PermitPlugin] = ()
     pre_bind: Sequence[PreBindPlugin] = ()
     bind: Sequence[BindPlugin] = ()
     post_bind: Sequence[PostBindPlugin] = ()
@@ -175,22 +181,70 @@ class Framework:
 
     # -- the binding cycle (off the loop) --------------------------------------------------
 
-    async def reserve(self, ctx: CycleContext, node: str) -> Status:
-        """Every Reserve plugin in order; on the first failure every plugin's unreserve runs
-        (in reverse order) and that failure is the answer."""
+    def run_reserve(self, ctx: CycleContext, node: str) -> Status | Awaitable[Status]:
+        """Every Reserve plugin in order, until the first failure, which is the answer (the
+        caller then runs :meth:`unreserve`, as kube's scheduling cycle does). The plugins
+        that answer at once run here, on the loop, before any other pod's cycle (what they
+        reserve, no other pod can take); from the first that answers elsewhere on, the rest
+        is the awaitable returned, which the binding cycle awaits first."""
         start = time.perf_counter()
-        for plugin in self.reserve_plugins:
+        for i, plugin in enumerate(self.reserve_plugins):
             try:
-                status = _status(await _answer(plugin.reserve(ctx, node)))
+                got = plugin.reserve(ctx, node)
+            except Exception as exc:
+                got = as_status(exc)
+            if inspect.isawaitable(got):
+                return self._reserve_rest(ctx, node, i, got, start)
+            status = _status(got)
+            if not status.success:
+                return self._ended_status("Reserve", start, status.with_plugin(plugin.name))
+        self._observe("Reserve", SUCCESS, start)
+        return SUCCESS
+
+    async def reserve(self, ctx: CycleContext, node: str) -> Status:
+        """:meth:`run_reserve` awaited to the end, and :meth:`unreserve` after a failure."""
+        status = await _answer(self.run_reserve(ctx, node))
+        if not status.success:
+            await self.unreserve(ctx, node)
+        return status
+
+    async def _reserve_rest(self, ctx: CycleContext, node: str, first: int,
+                            pending: Awaitable[Status | None], start: float) -> Status:
+        for i in range(first, len(self.reserve_plugins)):
+            plugin = self.reserve_plugins[i]
+            try:
+                got = pending if i == first else plugin.reserve(ctx, node)
+                status = _status(await _answer(got))
             except Exception as exc:
                 status = as_status(exc)
             if not status.success:
-                status = status.with_plugin(plugin.name)
-                await self.unreserve(ctx, node)
-                self._observe("Reserve", status, start)
-                return status
+                return self._ended_status("Reserve", start, status.with_plugin(plugin.name))
         self._observe("Reserve", SUCCESS, start)
         return SUCCESS
+
+    async def run_permit(self, ctx: CycleContext, node: str) -> tuple[Status, float]:
+        """Every Permit plugin in order: the first rejection is the answer; otherwise Wait
+        (the first plugin that said so recorded, the longest timeout) when any said Wait,
+        else Success."""
+        start = time.perf_counter()
+        waiting: Status | None = None
+        timeout = 0.0
+        for plugin in self.permit:
+            try:
+                status, seconds = await _answer(plugin.permit(ctx, node))
+                status = _status(status)
+            except Exception as exc:
+                status, seconds = as_status(exc), 0.0
+            if status.waiting:
+                waiting = waiting or status.with_plugin(plugin.name)
+                timeout = max(timeout, seconds)
+            elif not status.success:
+                status = status.with_plugin(plugin.name)
+                self._observe("Permit", status, start)
+                return status, 0.0
+        status = waiting or SUCCESS
+        self._observe("Permit", status, start)
+        return status, timeout
 
     async def unreserve(self, ctx: CycleContext, node: str) -> None:
         """Every Reserve plugin's unreserve, in reverse order; what one raises is logged and
@@ -239,6 +293,10 @@ class Framework:
     def _ended(self, point: str, start: float, run: Run) -> Run:
         self._observe(point, run.status, start)
         return run
+
+    def _ended_status(self, point: str, start: float, status: Status) -> Status:
+        self._observe(point, status, start)
+        return status
 
     def _observe(self, point: str, status: Status, start: float) -> None:
         if self.observe is not None:

@@ -204,7 +204,65 @@ def test_a_failed_reserve_unreserves_every_plugin_in_reverse_order(failure: Any)
                        # not reserve: unreserve is idempotent)
                        "Later.unreserve", "Devices.unreserve", "Fragment.unreserve",
                        "Volumes.unreserve"]
-    assert r.observed == [("Unreserve", "Success"), ("Reserve", str(status.code))]
+    assert r.observed == [("Reserve", str(status.code)), ("Unreserve", "Success")]
+
+
+def test_reserve_plugins_that_answer_at_once_run_on_the_loop_the_rest_is_awaited() -> None:
+    """What the first plugins reserve is taken before any other pod's cycle: they run in
+    run_reserve itself; from the first plugin that answers elsewhere on, the rest (in order)
+    is what the binding cycle awaits."""
+    r = Recorder()
+    fw = r.framework(reserve_plugins=[
+        r.plugin("Volumes", reserve=None),
+        r.plugin("Fragment", reserve=done(None)),
+        r.plugin("Later", reserve=None)])
+    pending = fw.run_reserve(context(), "n1")
+    assert r.calls == ["Volumes.reserve", "Fragment.reserve"] and r.observed == []
+    assert not isinstance(pending, Status)
+
+    async def finish() -> Any:
+        return await pending  # type: ignore[misc]
+    assert asyncio.run(finish()) == SUCCESS
+    assert r.calls == ["Volumes.reserve", "Fragment.reserve", "Later.reserve"]
+    assert r.observed == [("Reserve", "Success")]
+
+
+def test_a_reserve_refused_at_once_is_answered_at_once_and_leaves_unreserve_to_the_caller(
+        ) -> None:
+    r = Recorder()
+    fw = r.framework(reserve_plugins=[
+        r.plugin("Volumes", reserve=Status.of(Code.UNSCHEDULABLE, "claim changed"),
+                 unreserve=None),
+        r.plugin("Fragment", reserve=done(None), unreserve=None)])
+    status = fw.run_reserve(context(), "n1")
+    assert isinstance(status, Status)
+    assert (status.code, status.plugin, status.message) == (
+        Code.UNSCHEDULABLE, "Volumes", "claim changed")
+    assert r.calls == ["Volumes.reserve"]  # the fragment is not asked; nothing unreserved yet
+
+
+# -- Permit ------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("answers,expected,timeout,calls", [
+    ([(None, 0.0), (None, 0.0)], (Code.SUCCESS, ""), 0.0, ["A", "B"]),
+    ([(Status.of(Code.WAIT, "gang"), 5.0), (Status.of(Code.WAIT, "quota"), 9.0)],
+     (Code.WAIT, "A"), 9.0, ["A", "B"]),
+    ([(Status.of(Code.WAIT, "gang"), 5.0), (Status.of(Code.UNSCHEDULABLE, "no"), 0.0),
+      (None, 0.0)], (Code.UNSCHEDULABLE, "B"), 0.0, ["A", "B"]),
+    ([(None, 0.0), ValueError("broken")], (Code.ERROR, "B"), 0.0, ["A", "B"]),
+], ids=["allow", "wait-longest", "reject-stops", "raises"])
+def test_permit_allows_waits_for_the_longest_or_rejects_at_the_first_refusal(
+        answers: list[Any], expected: tuple[Code, str], timeout: float,
+        calls: list[str]) -> None:
+    r = Recorder()
+    names = "ABC"
+    fw = r.framework(permit=[
+        r.plugin(names[i], permit=a if isinstance(a, BaseException) else done(a))
+        for i, a in enumerate(answers)])
+    status, seconds = asyncio.run(fw.run_permit(context(), "n1"))
+    assert (status.code, status.plugin) == expected and seconds == timeout
+    assert r.calls == [f"{n}.permit" for n in calls]
+    assert r.observed == [("Permit", str(expected[0]))]
 
 
 def test_an_unreserve_that_raises_is_reported_and_the_others_still_run() -> None:
