@@ -105,7 +105,6 @@ BIND_RETRIES = 3
 SCHEDULER_ERROR = "SchedulerError"
 
 Obj = dict[str, Any]
-#: What became of a binding: done, done by someone else, the pod gone, or to be tried again.
 # Chooses the stage overrides for a pod; raises StageUnavailable when the pod must wait.
 SelectFn = Callable[[PodInfo], Selection]
 NO_SELECTION = Selection(None)

@@ -87,22 +87,34 @@ def settings(cloud: BackgroundCloudSim, name: str, ready_timeout: float = 30) ->
                            "readyTimeoutSeconds": ready_timeout}}
 
 
+def scheduler_on_full_nodes(sim: AnyCluster, cloud: BackgroundCloudSim, name: str,
+                            prefix: str) -> tuple[SchedulerThread, client.CoreV1Api, str]:
+    """A scheduler ``name`` with its virtual node registered, and a new namespace whose
+    fillers leave the real nodes full; the caller stops the scheduler."""
+    core = client.CoreV1Api(config.new_client_from_config(config_file=str(sim.kubeconfig)))
+    s = SchedulerThread(sim.kubeconfig, leaderElection={"enabled": False},
+                        **settings(cloud, name)).start()
+    try:
+        wait_for(lambda: core.list_node(label_selector="type=virtual-kubelet").items,
+                 what="the virtual node")
+        ns = f"{prefix}-{uuid.uuid4().hex[:6]}"
+        core.create_namespace({"metadata": {"name": ns}})
+        fill_real_nodes(core, ns)
+    except BaseException:
+        s.stop()
+        raise
+    return s, core, ns
+
+
 def test_only_its_own_pods_move_and_never_a_pod_just_deleted(
         sim: AnyCluster, cloud: BackgroundCloudSim) -> None:
     """Another scheduler's pod and a pod a user put on the virtual node with nodeName stay
     where they are; a pod the rebalancer still believes running after its deletion (a lagging
     watch) is read again before any copy is made, and is not copied."""
     name = "own-sched"
-    core = client.CoreV1Api(config.new_client_from_config(config_file=str(sim.kubeconfig)))
-    s = SchedulerThread(sim.kubeconfig, leaderElection={"enabled": False},
-                        **settings(cloud, name)).start()
+    s, core, ns = scheduler_on_full_nodes(sim, cloud, name, "own")
     try:
         rebalancer = s.app.rebalancer
-        wait_for(lambda: core.list_node(label_selector="type=virtual-kubelet").items,
-                 what="the virtual node")
-        ns = f"own-{uuid.uuid4().hex[:6]}"
-        core.create_namespace({"metadata": {"name": ns}})
-        fill_real_nodes(core, ns)
         core.create_namespaced_pod(ns, pod("mine", name))
         core.create_namespaced_pod(ns, pod("doomed", name))
         core.create_namespaced_pod(ns, pod("theirs", "other-sched", node="wssp-virtual-aci"))
@@ -146,16 +158,9 @@ def test_a_move_recorded_since_the_cache_saw_the_pod_is_followed_not_overwritten
     reads the pod before moving it, finds the record, and finishes or undoes that move: it
     never writes a record of its own over it (which would leave the other copy behind)."""
     name = "stale-sched"
-    core = client.CoreV1Api(config.new_client_from_config(config_file=str(sim.kubeconfig)))
-    s = SchedulerThread(sim.kubeconfig, leaderElection={"enabled": False},
-                        **settings(cloud, name)).start()
+    s, core, ns = scheduler_on_full_nodes(sim, cloud, name, "stale")
     try:
         rebalancer = s.app.rebalancer
-        wait_for(lambda: core.list_node(label_selector="type=virtual-kubelet").items,
-                 what="the virtual node")
-        ns = f"stale-{uuid.uuid4().hex[:6]}"
-        core.create_namespace({"metadata": {"name": ns}})
-        fill_real_nodes(core, ns)
         core.create_namespaced_pod(ns, pod("mine", name))
         wait_for(lambda: running_on(core, ns).get("mine") == "wssp-virtual-aci", timeout=30,
                  what="mine to run on the cloud")
