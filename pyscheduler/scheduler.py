@@ -4,9 +4,9 @@ It reads like kube-scheduler's ``schedule_one.go``:
 
 1. **pop** the next pod from the queue (priority, then age);
 2. **schedule**: build the cycle context and run the pipeline over every real node; when none
-   fits and cloud pools are configured, run the **burst pass**: the same pipeline, the same
-   filters, over the pools' virtual nodes (rows of the same node table), the pools' configured
-   order as the score;
+   fits, run the **PostFilter** plugins (:mod:`pyscheduler.postfilter`): the pod's fragment,
+   whose answer bounds the others, then DefaultPreemption and CloudBurst (the burst pass: the
+   same filters over the cloud pools' virtual nodes) in the configured order;
 3. on success **assume** the pod on the chosen node in the cache (the next pod already sees the
    capacity taken — a pool's quota as much as a node's) and run **Reserve**: the plugins that
    answer at once (VolumeBinding) on the loop, before the next pod's cycle;
@@ -16,8 +16,8 @@ It reads like kube-scheduler's ``schedule_one.go``:
    **PostBind** (:class:`~pyscheduler.framework.runtime.Framework` applies kube's rules at
    each point; the plugins are in :mod:`pyscheduler.binding`);
 5. on failure record why: the ``PodScheduled=False`` condition (reason ``Unschedulable``) and a
-   ``FailedScheduling`` event with kube's message (and the burst pass's), then park the pod
-   until the cluster changes.
+   ``FailedScheduling`` event with kube's message (the filters' diagnosis, then the reasons of
+   the PostFilter plugins), then park the pod until the cluster changes.
 
 Every failure after Reserve has one undo (:meth:`Scheduler._undo`): every Reserve plugin's
 unreserve in reverse order, the assumption forgotten, the pod requeued with the reason — or
@@ -65,15 +65,10 @@ from pyscheduler.framework.cache import Cache
 from pyscheduler.framework.runtime import Framework
 from pyscheduler.framework.status import SUCCESS, Code, Status
 from pyscheduler.framework.interface import CycleContext
-from pyscheduler.framework.lifecycle import (
-    Lifecycle,
-    PostFilterAnswer,
-    PostFilterChoice,
-    UnreserveCause,
-    WaitingRoom,
-)
+from pyscheduler.framework.lifecycle import Lifecycle, UnreserveCause, WaitingRoom
 from pyscheduler.framework.nodetable import BoolArray, NodeInfo, node_info
 from pyscheduler.framework.pipeline import (
+    Filtered,
     Pipeline,
     ScheduleResult,
     Selection,
@@ -82,16 +77,15 @@ from pyscheduler.framework.pipeline import (
     StageUnavailable,
     explain,
 )
-from pyscheduler.framework.pipeline import FilterOutcome
-from pyscheduler.framework.pod import PodInfo, PodSpecError, nominated_node, pod_info
+from pyscheduler.framework.pod import PodInfo, PodSpecError, pod_info
 from pyscheduler.framework.queue import QueuedPod, SchedulingQueue
 from pyscheduler.kube.client import KubeClient, api_path
 from pyscheduler.kube.events import EventRecorder
 from pyscheduler.kube.informer import Informer, drop_managed_fields, slim_pod
 from pyscheduler.metrics import AttemptResult, SchedulerMetrics
-from pyscheduler.plugins.default_preemption import PreemptionResult
 from pyscheduler.plugins.registry import build_profiles
-from pyscheduler.preemptor import Preemptor
+from pyscheduler.postfilter.bursting import CloudBurst
+from pyscheduler.postfilter.preemption import Preemption
 from pyscheduler.spread_defaults import SpreadDefaults
 from pyscheduler.volume_binder import VolumeBinder
 
@@ -175,15 +169,13 @@ class Scheduler:
         profile, burst_profile = build_profiles(config)
         self.pipeline = Pipeline(profile, seed=config.seed)
         # The burst pass: the same filters over the pools' virtual nodes (None: no pools).
-        self.burst_pipeline = Pipeline(burst_profile, seed=config.seed) \
+        self.bursting = CloudBurst(burst_profile, seed=config.seed) \
             if burst_profile is not None else None
         self.recorder = EventRecorder(client, reporting_controller=self.name,
                                       reporting_instance=config.leader_election.identity)
         # Pods held at a fragment's permit; a release may leave room for pods that wait.
         self.permits = WaitingRoom(
             on_release=lambda outcome: self.queue.move_all_to_active("PermitReleased"))
-        # Post-filter answers a fragment gave off the loop, for the attempt that follows.
-        self._postfilter_answers: dict[str, PostFilterAnswer] = {}
         self.namespace_labels: dict[str, dict[str, str]] = {}
         self.bad_pods: dict[str, str] = {}  # uid -> parse problem already reported
         self._binds: set[asyncio.Task[None]] = set()
@@ -202,12 +194,12 @@ class Scheduler:
                                     on_update=lambda old, new: self._namespace_set(new),
                                     on_delete=self._namespace_deleted)
         # kube's DefaultPreemption post-filter, and the nominations it leaves (None: disabled).
-        self.preemptor = Preemptor(client, config, self.recorder, self.cache.table,
-                                   metrics=metrics, waiting=self.permits) \
+        self.preemption = Preemption(client, config, self.recorder, self.cache.table,
+                                     metrics=metrics, waiting=self.permits) \
             if config.preemption.enabled else None
         self.informers: tuple[Informer, ...] = (self._nodes, self._namespaces, self._pods)
-        if self.preemptor is not None:
-            self.informers += (self.preemptor.informer,)
+        if self.preemption is not None:
+            self.informers += (self.preemption.informer,)
         # Claims, volumes, classes and CSI nodes for the volume plugins; claims bound first.
         self.volume_binder = VolumeBinder(
             client, self.cache.table,
@@ -215,8 +207,15 @@ class Scheduler:
         self.informers += self.volume_binder.informers
         # The points after Score (Filter and Score run in the pipelines).
         self.fragment = fragment_stages.Fragment(client)
+        # After the pod's fragment (whose answer bounds the others): preemption and bursting,
+        # in the configured order.
+        post_filter: tuple[Any, ...] = tuple(p for p in (self.preemption, self.bursting)
+                                             if p is not None)
+        if config.preemption.order == "BurstThenPreempt":
+            post_filter = post_filter[::-1]
         self.framework = Framework(
-            self.name, reserve_plugins=(self.volume_binder, self.fragment),
+            self.name, post_filter=(self.fragment, *post_filter),
+            reserve_plugins=(self.volume_binder, self.fragment),
             permit=(self.fragment,),
             pre_bind=(self.fragment, VirtualNodeLabel(client), self.volume_binder),
             bind=(DefaultBinder(client, concurrency=config.bind_concurrency,
@@ -269,9 +268,9 @@ class Scheduler:
         uid = str(meta.get("uid") or "")
         phase = (obj.get("status") or {}).get("phase")
         node = spec.get("nodeName")
-        if self.preemptor is not None and (node or meta.get("deletionTimestamp")
+        if self.preemption is not None and (node or meta.get("deletionTimestamp")
                                            or phase in ("Succeeded", "Failed")):
-            self.preemptor.forget(uid)
+            self.preemption.forget(uid)
         if node:
             # The label as well as the node: the pods informer may deliver a pod before the
             # nodes informer has delivered its virtual node (a new leader's first lists).
@@ -306,8 +305,8 @@ class Scheduler:
         self.bad_pods.pop(uid, None)
         if self.cache.is_assumed(uid):
             return  # our binding is in flight; the bound version will follow
-        if self.preemptor is not None:
-            self.preemptor.pod_pending(pod)
+        if self.preemption is not None:
+            self.preemption.pod_pending(pod)
         self.queue.add(pod)
 
     def _pod_updated(self, old: Obj, new: Obj) -> None:
@@ -335,10 +334,10 @@ class Scheduler:
         self.queue.delete(uid)
         self.bad_pods.pop(uid, None)
         self.permits.gone(uid)
-        self._postfilter_answers.pop(uid, None)
+        self.fragment.forget(uid)
         self.volume_binder.forget(uid)
-        if self.preemptor is not None:
-            self.preemptor.forget(uid)
+        if self.preemption is not None:
+            self.preemption.forget(uid)
         if self.cache.remove_pod(uid) is not None:
             self.queue.move_all_to_active("AssignedPodDelete")
             if self.observer is not None:
@@ -356,8 +355,8 @@ class Scheduler:
 
     def _node_deleted(self, obj: Obj) -> None:
         name = str((obj.get("metadata") or {}).get("name") or "")
-        if self.preemptor is not None:
-            self.preemptor.node_gone(name)
+        if self.preemption is not None:
+            self.preemption.node_gone(name)
         self.cache.remove_node(name)
 
     def _namespace_set(self, obj: Obj) -> None:
@@ -401,8 +400,8 @@ class Scheduler:
             task.cancel()
         for informer in self.informers:
             await informer.stop()
-        if self.preemptor is not None:
-            await self.preemptor.stop()
+        if self.preemption is not None:
+            await self.preemption.stop()
         await self.recorder.stop()
 
     def begin(self) -> None:
@@ -488,12 +487,6 @@ class Scheduler:
         except Exception as exc:
             self._attempt_failed(entry, exc, start)
 
-    def _base(self, ctx: CycleContext, override: StageOverride) -> BoolArray:
-        """The rows ``override``'s score stage may consider (the pipeline's base)."""
-        if override.score is None:
-            return ctx.nodes()
-        return self.pipeline.base_feasible(ctx, override)
-
     def _logic_now(self, pod: PodInfo) -> tuple[Selection, CycleContext,
                                                  StageOverride | None, bool]:
         """The pod's selection, a context, and its active logic ready for the pipeline — or,
@@ -514,7 +507,7 @@ class Scheduler:
         short), else None."""
         if override.evaluate_now is None:
             return None
-        return override.evaluate_now(ctx, self._base(ctx, override))
+        return override.evaluate_now(ctx, self.pipeline.score_base(ctx, override))
 
     async def _resolve(self, pod: PodInfo,
                        override: StageOverride) -> tuple[CycleContext, StageOverride]:
@@ -524,7 +517,7 @@ class Scheduler:
         table = self.cache.table
         pod = self.spread_defaults.view(pod)
         ctx = CycleContext.for_pod(pod, table, self._namespaces_matching)
-        resolved = await override.evaluate(ctx, self._base(ctx, override))
+        resolved = await override.evaluate(ctx, self.pipeline.score_base(ctx, override))
         return CycleContext.for_pod(pod, table, self._namespaces_matching), resolved
 
     async def _schedule_offloaded(self, entry: QueuedPod, selection: Selection,
@@ -553,181 +546,88 @@ class Scheduler:
         Pods nominated by an earlier preemption count where they were nominated meanwhile.
         Raises only for faults (the caller reports them)."""
         pod = entry.pod
-        if self.preemptor is None:
+        if self.preemption is None:
             self._decide_now(entry, ctx, selection, active, steer, start)
             return
         if steer is None:
-            steer = self.preemptor.nominated(pod.uid)  # kube tries the nominated node first
+            steer = self.preemption.nominated(pod.uid)  # kube tries the nominated node first
         with self._nominees(pod):
             self._decide_now(entry, ctx, selection, active, steer, start)
 
     def _nominees(self, pod: PodInfo) -> contextlib.AbstractContextManager[None]:
         """The table with the nominations that count for ``pod`` (only), within the block."""
-        if self.preemptor is None or not self.preemptor.nominations:
+        if self.preemption is None or not self.preemption.nominations:
             return _NO_NOMINEES  # nothing to count or take off: most attempts
-        return self.preemptor.counting_nominees(self.cache.table, pod)
+        return self.preemption.counting_nominees(self.cache.table, pod)
 
     def _decide_now(self, entry: QueuedPod, ctx: CycleContext, selection: Selection,
                     active: StageOverride | None, steer: str | None, start: float) -> None:
         pod = entry.pod
         wants_explain = pod.annotations.get(EXPLAIN_ANNOTATION) == "true"
         sample = self.metrics is not None and self.metrics.should_record_plugin_metrics()
-        # With cloud pools, why no real node fits is worked out only if no pool fits either.
-        bursts = self.burst_pipeline is not None
+        # Why no node fits is worked out only when a PostFilter plugin or the message needs it.
         result = self.pipeline.schedule(ctx, active, explain=wants_explain, sample=sample,
-                                        diagnose=not bursts)
+                                        diagnose=False)
         if steer is not None and result.node is not None and result.node != steer:
             result = steered(result, self.cache.table.slots, steer)
         for shadow in selection.shadows:
             self._evaluate_shadow(pod, shadow, active, result)
         if self.metrics is not None:
             self._observe_stages(result)
-        names = self.cache.table.names
-        decision = explain(result, names) if wants_explain else None
+        decision = explain(result, self.cache.table.names) if wants_explain else None
         if decision is not None and active is not None and active.name.startswith("fragment:"):
             decision["fragment"] = {"name": active.name.removeprefix("fragment:"),
                                     "answered": dict(active.answered)}
-        message = ""
-        preemption: PreemptionResult | None = None
         lifecycle = active.lifecycle if active is not None else None
-        if result.node is None:
-            after = self._postfilter(entry, ctx, lifecycle)
-            if after is None:
-                return  # the fragment's post-filter answers off the loop; the attempt follows
-            if decision is not None and lifecycle is not None:
-                _fragment_answers(decision, lifecycle.name)["postfilter"] = after.describe()
-            may_preempt = after.choice in (PostFilterChoice.DEFAULT, PostFilterChoice.PREEMPT,
-                                           PostFilterChoice.NOMINATE)
-            may_burst = after.choice in (PostFilterChoice.DEFAULT, PostFilterChoice.BURST)
-            # Preemption before the pools (the default order) when it may find victims at
-            # all; otherwise it runs, to say why not, only if no pool takes the pod either.
-            if self.preemptor is not None and may_preempt \
-                    and self.preemptor.may_find_victims(pod, ctx.table) \
-                    and (self.config.preemption.order == "PreemptThenBurst" or not may_burst):
-                result = self._diagnosed(result, ctx, active, sample)
-                preemption = self._preempt(ctx, active, result, selection.active, after.node)
-            burst = None
-            if may_burst and (preemption is None or preemption.candidate is None):
-                burst = self._burst_pass(ctx, active, wants_explain)
-            if burst is not None and decision is not None:
-                decision = {**explain(burst, names), "pass": "burst", "realNodes": decision}
-            if burst is not None and burst.node is not None:
-                result = burst
-            else:
-                result = self._diagnosed(result, ctx, active, sample)
-                if preemption is None and may_preempt:
-                    preemption = self._preempt(ctx, active, result, selection.active,
-                                               after.node)
-                message = result.filtered.diagnose().message()
-                if preemption is not None and preemption.message:
-                    message = f"{message} preemption: {preemption.message}."
-                if after.message:
-                    message = f"{message} {lifecycle.name if lifecycle else ''}: " \
-                              f"{after.message}"
-                if burst is not None:
-                    burst_message = burst.filtered.diagnose().message().replace(
-                        "nodes are available", "cloud pools are available", 1)
-                    message = f"{message} Burst: {burst_message}"
-        if result.node is None:
-            self.failed += 1
-            self._observe("unschedulable", start)
-            self.queue.requeue_unschedulable(pod.uid)
-            self._spawn(self._set_unschedulable(pod, message, "Unschedulable", decision))
-            if preemption is not None and self.preemptor is not None:
-                if preemption.candidate is not None:
-                    self.preemptor.spawn(self.preemptor.carry_out(pod, preemption.candidate))
-                elif preemption.clear_nomination and nominated_node(pod):
-                    self.preemptor.spawn(self.preemptor.clear(pod))
-            return
-        if self.preemptor is not None:
-            self.preemptor.forget(pod.uid)
-        self._reserve(entry, result.node, decision, lifecycle, start)
+        node = result.node
+        if node is None:
+            fragment_stages.attach(ctx, lifecycle, _fragment_answers(decision, lifecycle.name)
+                                   if decision is not None and lifecycle is not None else None)
+            filtered = Filtered(self.pipeline, ctx, result, active, selection.active,
+                                wants_explain, sample)
+            run = self.framework.run_post_filter(ctx, filtered)
+            if run.deferred is not None:
+                # The pod's fragment answers off the loop: the attempt is made again with it.
+                self._spawn_attempt(entry, self._post_filter_offloaded(entry, run.deferred[1]))
+                return
+            error = run.status.as_error() if run.status.failed else None
+            if error is not None:
+                raise error
+            post = run.postfilter
+            if decision is not None and post is not None and post.explanation is not None:
+                decision = {**post.explanation, "realNodes": decision}
+            if run.status.success and post is not None:
+                node = post.node
+            if node is None:
+                # kube's FitError text: the filters' diagnosis, then the PostFilter reasons.
+                message = filtered.result.filtered.diagnose().message()
+                if run.reasons:
+                    message = f"{message} {', '.join(run.reasons)}"
+                self.failed += 1
+                self._observe("unschedulable", start)
+                self.queue.requeue_unschedulable(pod.uid)
+                self._spawn(self._set_unschedulable(pod, message, "Unschedulable", decision))
+                return
+        if self.preemption is not None:
+            self.preemption.forget(pod.uid)
+        self._reserve(entry, node, decision, lifecycle, start)
 
-    def _postfilter(self, entry: QueuedPod, ctx: CycleContext,
-                    lifecycle: Lifecycle | None) -> PostFilterAnswer | None:
-        """What the pod's logic says to do now that no real node fits: the scheduler's own
-        order when it has no post-filter. None when the fragment must answer off the loop:
-        the answer is then awaited in a task, which makes the attempt again with it."""
-        pod = entry.pod
-        known = self._postfilter_answers.pop(pod.uid, None)
-        if lifecycle is None or "postfilter" not in lifecycle.stages:
-            return PostFilterAnswer()
-        if known is not None:
-            return known
-        now = lifecycle.postfilter_now(ctx)
-        if now is not None:
-            return now
-        self._spawn_attempt(entry, self._postfilter_offloaded(entry, ctx, lifecycle))
-        return None
-
-    async def _postfilter_offloaded(self, entry: QueuedPod, ctx: CycleContext,
-                                    lifecycle: Lifecycle) -> None:
+    async def _post_filter_offloaded(self, entry: QueuedPod, answer: Awaitable[Any]) -> None:
+        """Await a PostFilter answer worked out off the loop (the plugin keeps it), then make
+        the attempt again, on the table as it is now."""
         start = time.perf_counter()
         try:
-            answer = await lifecycle.postfilter(ctx)
-            if not self.queue.pending(entry.pod.uid):
-                self.queue.done(entry.pod.uid)
-                return
-            self._postfilter_answers[entry.pod.uid] = answer
+            await answer
         except asyncio.CancelledError:
             raise
         except Exception as exc:
             self._attempt_failed(entry, exc, start)
             return
-        self.schedule_one(entry)  # on the table as it is now, with the answer
-
-    def _diagnosed(self, result: ScheduleResult, ctx: CycleContext,
-                   active: StageOverride | None, sample: bool) -> ScheduleResult:
-        """``result`` with the filters' reasons worked out (a second run when the fast path
-        found no node and did not say why)."""
-        if result.diagnosed:
-            return result
-        return self.pipeline.schedule(ctx, active, sample=sample)
-
-    def _preempt(self, ctx: CycleContext, active: StageOverride | None,
-                 result: ScheduleResult, logic: StageOverride | None,
-                 only: str | None = None) -> PreemptionResult | None:
-        """The post-filter for a pod no real node fits; None when preemption is disabled.
-        ``logic`` is the pod's stage logic before it was evaluated (``active`` is its
-        answers): a filter stage of its own is asked again about the node preemption chooses,
-        with the victims gone — on the loop, or not at all if it cannot answer there.
-        ``only``: the one node preemption may look at (a fragment's post-filter named it)."""
-        if self.preemptor is None:
-            return None
-        outcome = result.filtered
-        if only is not None:
-            keep = np.zeros_like(outcome.valid)
-            slot = self.cache.table.slots.get(only)
-            if slot is not None and slot < len(keep):
-                keep[slot] = outcome.valid[slot]
-            outcome = FilterOutcome(outcome.feasible, keep, outcome.results)
-        pod, table, namespaces = ctx.pod, ctx.table, ctx.namespaces
-
-        def verify(slot: int) -> bool:
-            if logic is None:
-                return True
-            fresh = CycleContext.for_pod(pod, table, namespaces)
-            resolved: StageOverride | None = logic
-            if logic.evaluate is not None:
-                resolved = self._resolve_now(fresh, logic)
-            if resolved is None or resolved.filter is None:
-                return resolved is not None
-            answer = resolved.filter(fresh)
-            return answer is None or answer.passed is None or bool(answer.passed[slot])
-
-        return self.preemptor.preempt(ctx, outcome, self.pipeline, active, verify)
-
-    def _burst_pass(self, ctx: CycleContext, active: StageOverride | None,
-                    wants_explain: bool) -> ScheduleResult | None:
-        """The same pipeline over the cloud pools' virtual nodes; None without pools. The pod's
-        fragment narrows this pass too (its filter's answer for the virtual rows); the pools'
-        configured order alone ranks them."""
-        if self.burst_pipeline is None:
-            return None
-        burst_ctx = CycleContext.for_pod(ctx.pod, ctx.table, ctx.namespaces,
-                                         virtual_pass=True)
-        override = dataclasses.replace(active, score=None) if active is not None else None
-        return self.burst_pipeline.schedule(burst_ctx, override, explain=wants_explain)
+        if not self.queue.pending(entry.pod.uid):
+            self.queue.done(entry.pod.uid)
+            self.fragment.forget(entry.pod.uid)
+            return
+        self.schedule_one(entry)
 
     # -- what the virtual package asks (pyscheduler.virtual.types.Placement) --------------------
 
@@ -1001,6 +901,7 @@ class Scheduler:
         """A pod bound (to a real or a virtual node): count it, leave the queue, tell."""
         pod = entry.pod
         self.cache.finish_binding(pod.uid)
+        self.fragment.forget(pod.uid)
         self.scheduled += 1
         self.queue.done(pod.uid)
         note = f"Successfully assigned {pod.key} to {node}"

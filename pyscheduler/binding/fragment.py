@@ -1,24 +1,41 @@
-"""The pod's fragment at the points after Reserve, as one plugin (``Fragment``): Reserve and
-Unreserve, Permit, PreBind (the labels and annotations it adds) and PostBind. The fragment is
+"""The pod's fragment at the points after Filter and Score, as one plugin (``Fragment``):
+PostFilter, Reserve and Unreserve, Permit, PreBind (the labels and annotations it adds) and
+PostBind. The fragment is
 chosen per pod: the scheduling cycle puts its :class:`~pyscheduler.framework.lifecycle.Lifecycle`
 in the cycle state (:func:`attach`); a pod without one is skipped at every point.
 
 The fragment's answers come with its failure policy applied already; what is left to map:
 a refusal (or ``StageFailed``, policy Fail) is Unschedulable with the fragment's message, a
 fault raises (the framework makes it an Error). What it answered is recorded, stage by stage,
-in the pod's explanation when one was asked for."""
+in the pod's explanation when one was asked for.
+
+At PostFilter the fragment runs first, and its answer bounds what the other PostFilter
+plugins may do: ``default`` leaves them as configured, ``preempt`` lets only DefaultPreemption
+run, ``burst`` only CloudBurst, ``nominate <node>`` only DefaultPreemption on that node,
+``wait`` none (UnschedulableAndUnresolvable). An answer the fragment must work out off the loop
+is awaited there and kept for the pod's next attempt, which follows at once."""
 
 from __future__ import annotations
 
+import collections
 from collections.abc import Awaitable
-from typing import Any, ClassVar, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol, TypeVar
 
 from pyscheduler.binding.pod_metadata import patch_pod_metadata
 from pyscheduler.framework.interface import CycleContext
-from pyscheduler.framework.lifecycle import Lifecycle, UnreserveCause
+from pyscheduler.framework.lifecycle import (
+    Lifecycle,
+    PostFilterAnswer,
+    PostFilterChoice,
+    UnreserveCause,
+)
 from pyscheduler.framework.pipeline import StageFailed
-from pyscheduler.framework.status import Code, Status
+from pyscheduler.framework.status import Code, PostFilterResult, Status
 from pyscheduler.kube.client import KubeClient
+from pyscheduler.postfilter import BURSTING, PREEMPTION
+
+if TYPE_CHECKING:
+    from pyscheduler.framework.pipeline import Filtered
 
 __all__ = ["PERMIT_HOLDER", "UNRESERVE_CAUSE", "Fragment", "attach"]
 
@@ -31,6 +48,10 @@ UNRESERVE_CAUSE = "Unreserve/cause"
 PERMIT_HOLDER = "Permit/holder"
 
 SKIP = Status(Code.SKIP)
+#: At most this many post-filter answers worked out off the loop wait for their attempt.
+ANSWERS_KEPT = 4096
+
+PostFilterAnswered = tuple[PostFilterResult | None, Status]
 
 
 def attach(ctx: CycleContext, lifecycle: Lifecycle | None,
@@ -75,11 +96,58 @@ async def _ask(ctx: CycleContext, stage: str, call: Awaitable[A]) -> A | Status:
     return answer
 
 
+def _post_filter_result(lifecycle: Lifecycle, answer: PostFilterAnswer) -> PostFilterAnswered:
+    """A post-filter answer as the framework takes it: never a success of its own (the
+    fragment chooses among the other plugins; it makes no room itself)."""
+    reasons = (f"{lifecycle.name}: {answer.message}",) if answer.message else ()
+    choice = answer.choice
+    if choice is PostFilterChoice.WAIT:
+        return None, Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, reasons)
+    result: PostFilterResult | None = None
+    if choice is PostFilterChoice.PREEMPT:
+        result = PostFilterResult(only=frozenset({PREEMPTION}))
+    elif choice is PostFilterChoice.BURST:
+        result = PostFilterResult(only=frozenset({BURSTING}))
+    elif choice is PostFilterChoice.NOMINATE:
+        result = PostFilterResult(only=frozenset({PREEMPTION}), nodes=frozenset(
+            {answer.node}) if answer.node else None)
+    return result, Status(Code.UNSCHEDULABLE, reasons)
+
+
 class Fragment:
     name: ClassVar[str] = "Fragment"
 
     def __init__(self, client: KubeClient) -> None:
         self.client = client
+        # uid -> a post-filter answer worked out off the loop, for the pod's next attempt
+        self._answered: collections.OrderedDict[str, PostFilterAnswer] = \
+            collections.OrderedDict()
+
+    def post_filter(self, ctx: CycleContext, filtered: Filtered
+                    ) -> PostFilterAnswered | Awaitable[PostFilterAnswered]:
+        lifecycle = _of(ctx)
+        if lifecycle is None or "postfilter" not in lifecycle.stages:
+            return None, SKIP
+        answer = self._answered.pop(ctx.pod.uid, None)
+        if answer is None:
+            answer = lifecycle.postfilter_now(ctx)  # StageFailed: an Error of this plugin
+        if answer is None:
+            return self._post_filter_later(ctx, lifecycle)
+        _record(ctx, "postfilter", answer.describe())
+        return _post_filter_result(lifecycle, answer)
+
+    async def _post_filter_later(self, ctx: CycleContext,
+                                 lifecycle: Lifecycle) -> PostFilterAnswered:
+        """The answer off the loop, kept for the attempt the scheduler makes next."""
+        answer = await lifecycle.postfilter(ctx)
+        self._answered[ctx.pod.uid] = answer
+        while len(self._answered) > ANSWERS_KEPT:
+            self._answered.popitem(last=False)
+        return _post_filter_result(lifecycle, answer)
+
+    def forget(self, uid: str) -> None:
+        """The pod is bound or gone: no answer of its fragment waits for it any more."""
+        self._answered.pop(uid, None)
 
     async def reserve(self, ctx: CycleContext, node: str) -> Status | None:
         lifecycle = _of(ctx)

@@ -76,7 +76,7 @@ from pyscheduler.framework.status import PostFilterResult, PreFilterResult, Stat
 
 if TYPE_CHECKING:
     from pyscheduler.framework.lifecycle import WaitingPod
-    from pyscheduler.framework.pipeline import FilterOutcome
+    from pyscheduler.framework.pipeline import Filtered
 
 __all__ = [
     "MAX_NODE_SCORE",
@@ -234,11 +234,16 @@ class PreFilterPlugin(Protocol):
 class PostFilterPlugin(Protocol):
     name: ClassVar[str]
 
-    def post_filter(self, ctx: CycleContext, filtered: FilterOutcome
-                    ) -> Deferred[tuple[PostFilterResult | None, Status]]:
-        """For a pod no node passed the filters (``filtered`` says why each failed): make room
-        (Success, with the node nominated or chosen), or say why it could not (the reasons are
-        appended to the pod's message)."""
+    def post_filter(self, ctx: CycleContext, filtered: Filtered
+                    ) -> Deferred[tuple[PostFilterResult | None, Status | None]]:
+        """For a pod no node passed the filters (``filtered`` says why each failed, and asks
+        the filters again about a row): make room (Success, with the node nominated), place
+        the pod (Success, with the node chosen), or say why it could not (Unschedulable: the
+        reasons go into the pod's message, the next plugin runs; UnschedulableAndUnresolvable:
+        none runs). A result on a failure may narrow what the later plugins may do.
+
+        A plugin may also have ``may_help(ctx) -> bool``, a cheap guess: when False, it runs
+        after the others, only to say why it cannot help."""
 
 
 class PreScorePlugin(Protocol):

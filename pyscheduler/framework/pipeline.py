@@ -25,6 +25,7 @@ nodes from a rotating start index are scored (K at least 100 nodes, adaptive whe
 from __future__ import annotations
 
 import collections
+import dataclasses
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
@@ -47,6 +48,7 @@ __all__ = [
     "EvaluateFn",
     "EvaluateNowFn",
     "FilterOutcome",
+    "Filtered",
     "Pipeline",
     "Profile",
     "ScheduleResult",
@@ -243,6 +245,94 @@ class ScheduleResult:
     diagnosed: bool = True
 
 
+@dataclass(slots=True)
+class Filtered:
+    """What a PostFilter plugin is handed for a pod no node fits (kube's node-to-status map,
+    and the means to ask the filters again): why each node failed, worked out on first use
+    (:attr:`result`; the fast path does not), narrowed to the nodes an earlier PostFilter
+    plugin allowed (:attr:`outcome`), and the filters asked again about one row once the
+    plugin changed something there (:meth:`fits_row`, :meth:`verify`)."""
+
+    pipeline: Pipeline
+    ctx: CycleContext
+    first: ScheduleResult
+    #: the pod's logic with its answers (resolved), and as selected (before evaluation)
+    override: StageOverride | None = None
+    logic: StageOverride | None = None
+    explain: bool = False
+    sample: bool = False
+    #: the nodes the plugin may consider (None: every node)
+    nodes: frozenset[str] | None = None
+    _diagnosed: ScheduleResult | None = field(default=None, init=False)
+
+    @property
+    def result(self) -> ScheduleResult:
+        """The attempt with the filters' reasons worked out (a second, full run when the fast
+        path found no node and did not say why)."""
+        if self._diagnosed is None:
+            result = self.first
+            if not result.diagnosed:
+                result = self.pipeline.schedule(self.ctx, self.override, sample=self.sample)
+            self._diagnosed = result
+        return self._diagnosed
+
+    @property
+    def outcome(self) -> FilterOutcome:
+        """Why each node failed, the nodes outside :attr:`nodes` left out."""
+        outcome = self.result.filtered
+        if self.nodes is None:
+            return outcome
+        keep = np.zeros_like(outcome.valid)
+        slots = self.ctx.table.slots
+        for name in self.nodes:
+            slot = slots.get(name)
+            if slot is not None and slot < len(keep):
+                keep[slot] = outcome.valid[slot]
+        return FilterOutcome(outcome.feasible, keep, outcome.results)
+
+    def narrowed(self, nodes: frozenset[str]) -> Filtered:
+        """The same, for ``nodes`` only (and those already allowed)."""
+        kept = dataclasses.replace(self, nodes=nodes if self.nodes is None
+                                   else self.nodes & nodes)
+        kept._diagnosed = self._diagnosed
+        return kept
+
+    @property
+    def dry_run_logic(self) -> StageOverride | None:
+        """The pod's logic as a dry run may use it: without a filter stage of its own (that
+        answered for the table as it was; :meth:`verify` asks it again)."""
+        override = self.override
+        return override if override is None or override.filter is None else None
+
+    @property
+    def needs_verify(self) -> bool:
+        """Whether the pod's own filter must be asked again about a row that now fits."""
+        return self.override is not None and self.override.filter is not None
+
+    def fits_row(self, slot: int, why: bool = True) -> list[str] | None:
+        """:meth:`Pipeline.fits_row` for the pod on the table as it is now."""
+        ctx = self.ctx
+        fresh = CycleContext.for_pod(ctx.pod, ctx.table, ctx.namespaces)
+        return self.pipeline.fits_row(fresh, slot, self.dry_run_logic, why=why)
+
+    def verify(self, slot: int) -> bool:
+        """Whether the pod's own logic accepts row ``slot`` on the table as it is now: asked
+        on the loop, and False when it cannot answer there."""
+        logic = self.logic
+        if logic is None:
+            return True
+        ctx = self.ctx
+        fresh = CycleContext.for_pod(ctx.pod, ctx.table, ctx.namespaces)
+        resolved: StageOverride | None = logic
+        if logic.evaluate is not None:
+            resolved = None if logic.evaluate_now is None else logic.evaluate_now(
+                fresh, self.pipeline.score_base(fresh, logic))
+        if resolved is None or resolved.filter is None:
+            return resolved is not None
+        answer = resolved.filter(fresh)
+        return answer is None or answer.passed is None or bool(answer.passed[slot])
+
+
 def nodes_to_score(n: int, percentage: int) -> int:
     """kube-scheduler's numFeasibleNodesToFind."""
     if n < MIN_FEASIBLE_NODES_TO_FIND or percentage >= 100:
@@ -407,6 +497,13 @@ class Pipeline:
             return self.filter(ctx).feasible
         return self._builtin_feasible(ctx, self._row_local(ctx), keep=True)
 
+    def score_base(self, ctx: CycleContext, override: StageOverride) -> BoolArray:
+        """The rows ``override``'s score stage is evaluated over (its ``evaluate``'s base):
+        :meth:`base_feasible`, or every candidate row when it has no score stage."""
+        if override.score is None:
+            return ctx.nodes()
+        return self.base_feasible(ctx, override)
+
     _BASE = "pipeline.builtin-feasible"
 
     def _builtin_feasible(self, ctx: CycleContext, memo: _RowLocalMemo, *,
@@ -561,6 +658,7 @@ class Pipeline:
         if override is not None and override.evaluate is not None:
             raise ValueError(f"stage override {override.name} runs off the scheduling loop: "
                              "schedule with what its evaluate() resolves to")
+        t0 = time.perf_counter()
         extends_only = override is None or (
             (override.filter is None or override.filter_mode == "extend")
             and (override.score is None or override.score_mode == "extend"))
@@ -571,7 +669,8 @@ class Pipeline:
             if not diagnose:
                 nodes = ctx.nodes()
                 return ScheduleResult(None, -1, FilterOutcome(np.zeros(len(nodes), np.bool_),
-                                                              nodes), diagnosed=False)
+                                                              nodes), diagnosed=False,
+                                      filter_seconds=time.perf_counter() - t0)
         timings: dict[tuple[str, str], float] | None = {} if sample else None
         t0 = time.perf_counter()
         filtered = self.filter(ctx, override, timings)

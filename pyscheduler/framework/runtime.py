@@ -6,7 +6,10 @@ them with kube's rules:
 * PreFilter: every plugin runs; a rejection stops the attempt (the plugin is recorded), Skip
   marks the plugin's Filter as not to run, the node sets intersect.
 * PostFilter: in order, until one answers Success; UnschedulableAndUnresolvable stops the rest;
-  the reasons of the others are kept for the pod's message.
+  the reasons of the others are kept for the pod's message, in the configured order (kube joins
+  them with ", " after the filters' diagnosis). A result may leave the later plugins fewer
+  choices (which may run, which nodes they see); a plugin that says it cannot help
+  (``may_help``) runs last, for its reasons only.
 * PreScore: every plugin runs; Skip marks its Score as not to run.
 * Reserve: in order; the first that fails makes every Reserve plugin's unreserve run, in
   reverse order (kube's ``RunReservePluginsUnreserve``), and the attempt fails. The plugins
@@ -58,7 +61,7 @@ from pyscheduler.framework.status import (
 )
 
 if TYPE_CHECKING:
-    from pyscheduler.framework.pipeline import FilterOutcome
+    from pyscheduler.framework.pipeline import Filtered
 
 __all__ = ["Framework", "Run"]
 
@@ -88,6 +91,18 @@ class Run:
 
 def _status(answer: Status | None) -> Status:
     return SUCCESS if answer is None else answer
+
+
+def _may_help(plugin: PostFilterPlugin, ctx: CycleContext) -> bool:
+    """A PostFilter plugin's own guess whether it can help the pod at all (True when it has
+    none, or the guess fails: then it simply runs in its turn)."""
+    guess = getattr(plugin, "may_help", None)
+    if guess is None:
+        return True
+    try:
+        return bool(guess(ctx))
+    except Exception:
+        return True
 
 
 @dataclass(slots=True)
@@ -126,30 +141,74 @@ class Framework:
             nodes = nodes.merge(result)
         return self._ended("PreFilter", start, Run(prefilter=nodes, skipped=frozenset(skipped)))
 
-    def run_post_filter(self, ctx: CycleContext, filtered: FilterOutcome,
-                        answers: Mapping[str, Any] | None = None) -> Run:
+    def run_post_filter(self, ctx: CycleContext, filtered: Filtered) -> Run:
+        """The PostFilter plugins for a pod no node fits, in order, until one answers Success
+        (it made room, or placed the pod); UnschedulableAndUnresolvable stops the rest, Error
+        too. A plugin's result may leave the later ones fewer choices (``only``: which of
+        them may still run; ``nodes``: which nodes they may consider). A plugin whose
+        ``may_help(ctx)`` says False runs after the others, only to say why it cannot help.
+        The reasons of the plugins that could not help are kept in the configured order, and
+        the last result any of them gave (kube's "last meaningful result")."""
         start = time.perf_counter()
-        reasons: list[str] = []
-        for plugin in self.post_filter:
-            got = self._call(plugin.name, answers, plugin.post_filter, ctx, filtered)
+        order = {plugin.name: i for i, plugin in enumerate(self.post_filter)}
+        reasons: dict[str, str] = {}
+        last: list[PostFilterResult] = []  # the last result a plugin that did not help gave
+        only: frozenset[str] | None = None
+        rejector = ""
+
+        def ended(status: Status, postfilter: PostFilterResult | None = None,
+                  deferred: tuple[str, Awaitable[Any]] | None = None) -> Run:
+            kept = tuple(reasons[name] for name in sorted(reasons, key=order.__getitem__))
+            if status.rejected and status.code is not Code.PENDING:
+                status = Status(status.code, kept, status.plugin)
+            return self._ended("PostFilter", start, Run(
+                status, postfilter=postfilter if postfilter is not None else (
+                    last[-1] if last else None), reasons=kept, deferred=deferred))
+
+        def attempt(plugin: PostFilterPlugin) -> Run | None:
+            nonlocal only, filtered, rejector
+            got = self._call(plugin.name, None, plugin.post_filter, ctx, filtered)
             if isinstance(got, Run):
-                got.reasons = tuple(reasons)
-                return self._ended("PostFilter", start, got)
-            result, status = cast("tuple[PostFilterResult | None, Status]", got)
+                return ended(got.status, deferred=got.deferred)
+            answer, status = cast("tuple[PostFilterResult | None, Status | None]", got)
             status = _status(status)
             if status.success:
-                return self._ended("PostFilter", start,
-                                   Run(postfilter=result, reasons=tuple(reasons)))
-            if status.failed:
-                return self._ended("PostFilter", start, Run(status.with_plugin(plugin.name),
-                                                            reasons=tuple(reasons)))
+                return ended(SUCCESS, answer or PostFilterResult())
+            if status.skipped:
+                return None
+            if not status.rejected or status.code is Code.PENDING:
+                # Wait or Pending are no PostFilter answers: kube counts them as errors.
+                return ended(Status(Code.ERROR, status.reasons, plugin.name,
+                                    status.error or status.as_error()))
             if status.message:
-                reasons.append(status.message)
+                reasons[plugin.name] = status.message
+            if answer is not None:
+                last.append(answer)
+                if answer.only is not None:
+                    only = answer.only if only is None else only & answer.only
+                if answer.nodes is not None:
+                    filtered = filtered.narrowed(answer.nodes)
             if status.code is Code.UNSCHEDULABLE_AND_UNRESOLVABLE:
-                return self._ended("PostFilter", start, Run(status.with_plugin(plugin.name),
-                                                            reasons=tuple(reasons)))
-        status = Status(Code.UNSCHEDULABLE, tuple(reasons))
-        return self._ended("PostFilter", start, Run(status, reasons=tuple(reasons)))
+                return ended(Status(status.code, (), plugin.name))
+            rejector = rejector or plugin.name
+            return None
+
+        later: list[PostFilterPlugin] = []
+        for plugin in self.post_filter:
+            if only is not None and plugin.name not in only:
+                continue
+            if not _may_help(plugin, ctx):
+                later.append(plugin)
+                continue
+            run = attempt(plugin)
+            if run is not None:
+                return run
+        for plugin in later:
+            if only is None or plugin.name in only:
+                run = attempt(plugin)
+                if run is not None:
+                    return run
+        return ended(Status(Code.UNSCHEDULABLE, (), rejector))
 
     def run_pre_score(self, ctx: CycleContext, feasible: BoolArray) -> Run:
         start = time.perf_counter()

@@ -24,7 +24,7 @@ plugin registered requeue the pod.
 from __future__ import annotations
 
 import enum
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 __all__ = ["Code", "PostFilterResult", "PreFilterResult", "Status", "SUCCESS", "as_status"]
@@ -139,7 +139,22 @@ class PreFilterResult:
 
 @dataclass(frozen=True, slots=True)
 class PostFilterResult:
-    """What a PostFilter plugin made of a pod no node fits: the node it is nominated to once
-    room is made there (preemption), or None (it changed nothing the pod can use now)."""
+    """What a PostFilter plugin made of a pod no node fits (kube's ``PostFilterResult``, with
+    what this scheduler's plugins add):
+
+    * ``nominated_node``: room is being made there (preemption); the pod is tried again once
+      it is, and the attempt ends unschedulable meanwhile, as kube's does;
+    * ``node``: the pod goes there now (bursting chose a virtual node): it is reserved and
+      bound in this attempt;
+    * ``only``: the later PostFilter plugins that may still run (None: all of them) — a pod's
+      own logic choosing "preemption only", say;
+    * ``nodes``: the nodes the later plugins may consider (None: every node);
+    * ``explanation``: what the plugin adds to the pod's ``wssp/decision`` when one was asked
+      for (the burst pass's own explanation).
+    """
 
     nominated_node: str | None = None
+    node: str | None = None
+    only: frozenset[str] | None = None
+    nodes: frozenset[str] | None = None
+    explanation: Mapping[str, object] | None = field(default=None, compare=False)

@@ -90,7 +90,7 @@ def test_burst_rules_hold_from_the_first_pod(tmp_path: Path) -> None:
             message = str(unschedulable(core, "huge"))
             assert message == (
                 "0/1 nodes are available: 1 Insufficient cpu. preemption: 0/1 nodes are "
-                "available: 1 Preemption is not helpful for scheduling.. Burst: 0/2 cloud "
+                "available: 1 Preemption is not helpful for scheduling., Burst: 0/2 cloud "
                 "pools are available: 2 cloud pool(s) whose largest instance has less than "
                 "64000m cpu."), \
                 message

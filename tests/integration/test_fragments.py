@@ -188,7 +188,7 @@ def test_a_pod_selecting_a_fragment_is_placed_by_it(
     assert condition(core, ns, "picked") == (
         "Unschedulable", f"0/{NODES} nodes are available: {NODES} node(s) are not in the test "
                          f"tier. preemption: 0/{NODES} nodes are available: {NODES} No "
-                         "preemption victims found for incoming pod..")
+                         "preemption victims found for incoming pod.")
     assert node_of(core, ns, "picked") is None
 
 

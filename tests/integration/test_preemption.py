@@ -201,7 +201,7 @@ def test_preemption_policy_never_waits_and_says_why(
 
     assert wait_for(message, what="unschedulable condition") == (
         "0/2 nodes are available: 2 Insufficient cpu. "
-        "preemption: not eligible due to preemptionPolicy=Never..")
+        "preemption: not eligible due to preemptionPolicy=Never.")
     assert len(running(core, ns, "low")) == 2
 
 

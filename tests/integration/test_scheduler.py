@@ -115,7 +115,7 @@ def test_unschedulable_pod_is_reported_and_scheduled_when_a_node_fits(
     assert cond.message == (
         "0/7 nodes are available: 1 node(s) had untolerated taint {nvidia.com/gpu: present}, "
         "6 node(s) didn't match Pod's node affinity/selector. preemption: 0/7 nodes are "
-        "available: 7 Preemption is not helpful for scheduling..")
+        "available: 7 Preemption is not helpful for scheduling.")
     events = wait_for(lambda: [e for e in core.list_namespaced_event(
         ns, field_selector="involvedObject.name=huge").items
         if e.reason == "FailedScheduling"], what="FailedScheduling event")

@@ -19,7 +19,7 @@ Obj = dict[str, Any]
 ZONE = "topology.kubernetes.io/zone"
 NODES = 6
 NOT_HELPFUL = f"preemption: 0/{NODES} nodes are available: {NODES} Preemption is not helpful " \
-              "for scheduling.."
+              "for scheduling."
 
 
 @pytest.fixture(scope="module")

@@ -13,7 +13,13 @@ import pytest
 from pyscheduler.framework.cache import Cache
 from pyscheduler.framework.interface import CycleContext
 from pyscheduler.framework.nodetable import BoolArray, node_info
-from pyscheduler.framework.pipeline import FilterOutcome
+from pyscheduler.framework.pipeline import (
+    FilterOutcome,
+    Filtered,
+    Pipeline,
+    Profile,
+    ScheduleResult,
+)
 from pyscheduler.framework.pod import pod_info
 from pyscheduler.framework.runtime import Framework
 from pyscheduler.framework.status import (
@@ -35,8 +41,9 @@ def context() -> CycleContext:
     return CycleContext.for_pod(pod, cache.table)
 
 
-def nothing_fits(ctx: CycleContext) -> FilterOutcome:
-    return FilterOutcome(np.zeros(ctx.n, np.bool_), ctx.nodes())
+def nothing_fits(ctx: CycleContext) -> Filtered:
+    outcome = FilterOutcome(np.zeros(ctx.n, np.bool_), ctx.nodes())
+    return Filtered(Pipeline(Profile("test", (), ())), ctx, ScheduleResult(None, -1, outcome))
 
 
 class Recorder:
@@ -131,11 +138,11 @@ def test_postfilter_plugins_run_in_order_until_one_makes_room() -> None:
     fw = r.framework(post_filter=[
         r.plugin("DefaultPreemption", post_filter=(None, Status.of(
             Code.UNSCHEDULABLE, "0/3 nodes are available: 3 No preemption victims found."))),
-        r.plugin("Burst", post_filter=(PostFilterResult("wssp-virtual-aci"), SUCCESS)),
+        r.plugin("Burst", post_filter=(PostFilterResult(node="wssp-virtual-aci"), SUCCESS)),
         r.plugin("Never", post_filter=(None, None))])
     ctx = context()
     run = fw.run_post_filter(ctx, nothing_fits(ctx))
-    assert run.status.success and run.postfilter == PostFilterResult("wssp-virtual-aci")
+    assert run.status.success and run.postfilter == PostFilterResult(node="wssp-virtual-aci")
     assert run.reasons == ("0/3 nodes are available: 3 No preemption victims found.",)
     assert r.calls == ["DefaultPreemption.post_filter", "Burst.post_filter"]
 
@@ -166,6 +173,72 @@ def test_a_postfilter_that_raises_is_an_error_of_that_plugin() -> None:
     assert (run.status.code, run.status.plugin, run.status.message) == (
         Code.ERROR, "A", "api down")
     assert r.calls == ["A.post_filter"]
+
+
+def test_a_postfilter_result_bounds_the_later_plugins_and_the_reasons_keep_the_order() -> None:
+    r = Recorder()
+    ctx = context()
+    seen: list[int] = []
+
+    def preempt(_ctx: CycleContext, filtered: Filtered) -> Any:
+        seen.append(int(filtered.outcome.valid.sum()))
+        return None, Status.of(Code.UNSCHEDULABLE, "preemption: no")
+
+    fw = r.framework(post_filter=[
+        r.plugin("Fragment", post_filter=(PostFilterResult(
+            only=frozenset({"DefaultPreemption"}), nodes=frozenset({"n2"})),
+            Status.of(Code.UNSCHEDULABLE, "gang: only n2"))),
+        r.plugin("CloudBurst", post_filter=(PostFilterResult(node="v"), SUCCESS)),
+        r.plugin("DefaultPreemption", post_filter=preempt)])
+    run = fw.run_post_filter(ctx, nothing_fits(ctx))
+    assert r.calls == ["Fragment.post_filter", "DefaultPreemption.post_filter"]
+    assert seen == [1]  # n2 only
+    assert (run.status.code, run.status.plugin) == (Code.UNSCHEDULABLE, "Fragment")
+    assert run.reasons == run.status.reasons == ("gang: only n2", "preemption: no")
+    # the last result a plugin gave that did not help is kept (kube's)
+    assert run.postfilter is not None and run.postfilter.nodes == frozenset({"n2"})
+
+
+def test_a_postfilter_plugin_that_cannot_help_runs_last_for_its_reasons_only() -> None:
+    r = Recorder()
+    ctx = context()
+    preemption = r.plugin("DefaultPreemption", post_filter=(None, Status.of(
+        Code.UNSCHEDULABLE, "preemption: no victims")), may_help=False)
+    fw = r.framework(post_filter=[preemption, r.plugin("CloudBurst", post_filter=(
+        None, Status.of(Code.UNSCHEDULABLE, "Burst: 0/1 cloud pools are available.")))])
+    run = fw.run_post_filter(ctx, nothing_fits(ctx))
+    assert r.calls == ["DefaultPreemption.may_help", "CloudBurst.post_filter",
+                       "DefaultPreemption.post_filter"]
+    assert run.reasons == ("preemption: no victims", "Burst: 0/1 cloud pools are available.")
+    r2 = Recorder()
+    fw = r2.framework(post_filter=[
+        r2.plugin("DefaultPreemption", post_filter=(None, None), may_help=False),
+        r2.plugin("CloudBurst", post_filter=(PostFilterResult(node="v"), SUCCESS))])
+    run = fw.run_post_filter(ctx, nothing_fits(ctx))
+    assert run.status.success and r2.calls == ["DefaultPreemption.may_help",
+                                               "CloudBurst.post_filter"]
+
+
+def test_wait_is_no_postfilter_answer_and_skip_steps_aside() -> None:
+    r = Recorder()
+    ctx = context()
+    fw = r.framework(post_filter=[r.plugin("A", post_filter=(None, Status(Code.SKIP))),
+                                  r.plugin("B", post_filter=(None, Status.of(Code.WAIT, "w")))])
+    run = fw.run_post_filter(ctx, nothing_fits(ctx))
+    assert (run.status.code, run.status.plugin) == (Code.ERROR, "B")
+    assert r.calls == ["A.post_filter", "B.post_filter"]
+
+
+def test_a_deferred_postfilter_answer_ends_the_point_pending() -> None:
+    r = Recorder()
+    ctx = context()
+    fw = r.framework(post_filter=[
+        r.plugin("Fragment", post_filter=done((None, Status(Code.UNSCHEDULABLE)))),
+        r.plugin("B", post_filter=(None, None))])
+    run = fw.run_post_filter(ctx, nothing_fits(ctx))
+    assert run.status.code is Code.PENDING and run.deferred is not None
+    assert run.deferred[0] == "Fragment" and r.calls == ["Fragment.post_filter"]
+    asyncio.run(run.deferred[1])
 
 
 # -- PreScore ----------------------------------------------------------------------------------

@@ -1,8 +1,16 @@
-"""Acting on preemption, and keeping what it leaves behind: nominations and disruption budgets.
+"""DefaultPreemption, the PostFilter plugin: preemption, and what it leaves behind —
+nominations and disruption budgets.
 
-:class:`~pyscheduler.plugins.default_preemption.DefaultPreemption` decides (no I/O); the
-:class:`Preemptor` is the scheduler's hand for the rest:
+:class:`~pyscheduler.plugins.default_preemption.DefaultPreemption` decides (no I/O);
+:class:`Preemption` is the plugin around it, and the scheduler's hand for the rest:
 
+* **PostFilter.** Victims are looked for on the nodes the filters rejected (a dry run: the
+  filters asked again with the victims gone, the pod's own filter asked about the node
+  chosen); on success the pod is nominated and the victims evicted in the background, and the
+  attempt ends unschedulable, as kube's does — the pod is tried again once room is made.
+  Otherwise the reason is kube's, after ``preemption:``. ``may_help`` is False when no pod of
+  lower priority runs anywhere (most clusters run most pods at one priority): the plugin then
+  runs after the other PostFilter plugins, only to say why it cannot help.
 * **Nominations.** A pod that preempted is *nominated* to the node it made room on
   (``status.nominatedNodeName``). Until it is bound there, every pod of equal or lower priority
   is scheduled as if the nominee already ran on that node (:meth:`Preemptor.counting_nominees`),
@@ -30,7 +38,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import Coroutine, Iterator
-from typing import Any
+from typing import Any, ClassVar
 from dataclasses import dataclass
 
 import numpy as np
@@ -40,8 +48,9 @@ from pyscheduler.api.times import rfc3339
 from pyscheduler.framework.interface import CycleContext
 from pyscheduler.framework.lifecycle import WaitingRoom
 from pyscheduler.framework.nodetable import NodeTable
-from pyscheduler.framework.pipeline import FilterOutcome, Pipeline, StageOverride
+from pyscheduler.framework.pipeline import Filtered
 from pyscheduler.framework.pod import PodInfo, nominated_node, preempts_never
+from pyscheduler.framework.status import SUCCESS, Code, PostFilterResult, Status
 from pyscheduler.kube.client import KubeClient, api_path
 from pyscheduler.kube.errors import ConflictError, NotFoundError
 from pyscheduler.kube.events import EventRecorder, Obj
@@ -52,11 +61,11 @@ from pyscheduler.plugins.default_preemption import (
     DefaultPreemption,
     DisruptionBudget,
     PreemptionResult,
-    VerifyFn,
 )
+from pyscheduler.postfilter import PREEMPTION
 from pyscheduler.settings import SchedulerConfig
 
-__all__ = ["Nomination", "Preemptor"]
+__all__ = ["Nomination", "Preemption"]
 
 log = structlog.get_logger(__name__)
 
@@ -70,14 +79,16 @@ class Nomination:
     node: str
 
 
-class Preemptor:
+class Preemption:
+    name: ClassVar[str] = PREEMPTION
+
     def __init__(self, client: KubeClient, config: SchedulerConfig, recorder: EventRecorder,
                  table: NodeTable, *, metrics: SchedulerMetrics | None = None,
                  waiting: WaitingRoom | None = None) -> None:
         self.client = client
         # Pods held at a fragment's permit: a victim among them is rejected, not deleted.
         self.waiting = waiting
-        self.name = config.scheduler_name
+        self.scheduler_name = config.scheduler_name
         self.recorder = recorder
         self.metrics = metrics
         settings = config.preemption
@@ -194,36 +205,43 @@ class Preemptor:
 
     # -- deciding ------------------------------------------------------------------------------
 
-    def may_find_victims(self, pod: PodInfo, table: NodeTable) -> bool:
-        """Whether preempting for ``pod`` may find anything: it may preempt, and some pod of
-        lower priority runs somewhere (most clusters run most pods at one priority)."""
-        return not preempts_never(pod) and any(p < pod.priority for p in table.priorities)
+    def may_help(self, ctx: CycleContext) -> bool:
+        """Whether preempting for the pod may find anything: it may preempt, and some pod of
+        lower priority runs somewhere."""
+        pod = ctx.pod
+        return not preempts_never(pod) and any(p < pod.priority for p in ctx.table.priorities)
 
     def may_evict(self, pod: PodInfo) -> bool:
-        return self.all_pods or pod.scheduler_name == self.name
+        return self.all_pods or pod.scheduler_name == self.scheduler_name
 
-    def preempt(self, ctx: CycleContext, outcome: FilterOutcome, pipeline: Pipeline,
-                override: StageOverride | None,
-                verify: VerifyFn | None = None) -> PreemptionResult:
-        """Run the post-filter for ``ctx.pod`` (nominees must be counted by the caller); on
-        success the nomination is recorded here at once, and :meth:`carry_out` must follow.
+    def post_filter(self, ctx: CycleContext,
+                    filtered: Filtered) -> tuple[PostFilterResult | None, Status]:
+        """Preempt for ``ctx.pod`` (nominees counted by the caller): on success the
+        nomination is recorded at once and written, and the victims evicted, in the
+        background (:meth:`carry_out`)."""
+        pod = ctx.pod
+        result = self.preempt(ctx, filtered)
+        if result.candidate is not None:
+            self.spawn(self.carry_out(pod, result.candidate))
+            return PostFilterResult(nominated_node=result.candidate.node), SUCCESS
+        if result.clear_nomination and nominated_node(pod):
+            self.spawn(self.clear(pod))
+        reasons = (f"preemption: {result.message}",) if result.message else ()
+        return None, Status(Code.UNSCHEDULABLE, reasons)
 
-        ``override`` is the pod's resolved stage logic. A filter stage of its own answered for
-        the table as it was, so the dry run leaves it out (the built-in filters decide where
-        evictions help) and ``verify`` asks it again about the chosen node with the victims
-        gone."""
+    def preempt(self, ctx: CycleContext, filtered: Filtered) -> PreemptionResult:
+        """The decision alone (no write): on success the nomination is recorded here, and
+        :meth:`carry_out` must follow.
+
+        The pod's logic answered for the table as it was: its own filter stage is left out of
+        the dry run (the built-in filters decide where evictions help) and asked again about
+        the chosen node with the victims gone (``filtered.verify``)."""
         if self.metrics is not None:
             self.metrics.preemption_attempts.inc()
-        table, pod, namespaces = ctx.table, ctx.pod, ctx.namespaces
-        dry = override if override is None or override.filter is None else None
-
-        def fits(slot: int, why: bool) -> list[str] | None:
-            fresh = CycleContext.for_pod(pod, table, namespaces)
-            return pipeline.fits_row(fresh, slot, dry, why=why)
-
-        result = self.plugin.preempt(ctx, outcome, fits, self.may_evict,
+        pod = ctx.pod
+        result = self.plugin.preempt(ctx, filtered.outcome, filtered.fits_row, self.may_evict,
                                      self.budgets.values(),
-                                     verify=verify if dry is None and override else None)
+                                     verify=filtered.verify if filtered.needs_verify else None)
         if result.candidate is not None:
             self._record(Nomination(pod, result.candidate.node))
         elif result.clear_nomination:
