@@ -62,7 +62,7 @@ from pyscheduler.binding.default_binder import DefaultBinder
 from pyscheduler.binding.outcome import BOUND_ELSEWHERE, POD_GONE, ends_the_pod
 from pyscheduler.binding.virtual_node_label import VirtualNodeLabel
 from pyscheduler.framework.cache import Cache
-from pyscheduler.framework.runtime import Framework
+from pyscheduler.framework.runtime import SAMPLE_PLUGINS, Framework
 from pyscheduler.framework.status import SUCCESS, Code, Status
 from pyscheduler.framework.interface import CycleContext
 from pyscheduler.framework.lifecycle import Lifecycle, UnreserveCause, WaitingRoom
@@ -223,6 +223,7 @@ class Scheduler:
                                 metrics=metrics),),
             post_bind=(self.fragment, self.volume_binder),
             observe=metrics.observe_extension_point if metrics is not None else None,
+            observe_plugin=metrics.observe_plugin if metrics is not None else None,
             on_fault=_plugin_fault)
         # kube's default topology spread constraints, for pods that declare none.
         self.spread_defaults = SpreadDefaults.for_scheduler(client, config)
@@ -581,6 +582,7 @@ class Scheduler:
         lifecycle = active.lifecycle if active is not None else None
         node = result.node
         if node is None:
+            ctx.state[SAMPLE_PLUGINS] = sample
             fragment_stages.attach(ctx, lifecycle, _fragment_answers(decision, lifecycle.name)
                                    if decision is not None and lifecycle is not None else None)
             filtered = Filtered(self.pipeline, ctx, result, active, selection.active,
@@ -610,7 +612,7 @@ class Scheduler:
                 return
         if self.preemption is not None:
             self.preemption.forget(pod.uid)
-        self._reserve(entry, node, decision, lifecycle, start)
+        self._reserve(entry, node, decision, lifecycle, start, sample)
 
     async def _post_filter_offloaded(self, entry: QueuedPod, answer: Awaitable[Any]) -> None:
         """Await a PostFilter answer worked out off the loop (the plugin keeps it), then make
@@ -794,12 +796,14 @@ class Scheduler:
     # -- Reserve, then the binding cycle (kube's schedulingCycle tail and bindingCycle) --------
 
     def _reserve(self, entry: QueuedPod, node: str, decision: Obj | None,
-                 lifecycle: Lifecycle | None, start: float) -> None:
+                 lifecycle: Lifecycle | None, start: float, sample: bool = False) -> None:
         """Assume the pod on ``node`` and run Reserve: its plugins that answer at once run
-        here, on the loop; the binding cycle (awaiting the rest first) runs in a task."""
+        here, on the loop; the binding cycle (awaiting the rest first) runs in a task.
+        ``sample``: the attempt records every plugin's time."""
         pod = entry.pod
         self.cache.assume(pod, node)
         ctx = self._context(pod)
+        ctx.state[SAMPLE_PLUGINS] = sample
         fragment_stages.attach(ctx, lifecycle, _fragment_answers(decision, lifecycle.name)
                                if decision is not None and lifecycle is not None else None)
         reserved = self.framework.run_reserve(ctx, node)

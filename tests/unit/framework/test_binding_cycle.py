@@ -16,6 +16,7 @@ from pyscheduler.framework.pod import pod_info
 from pyscheduler.framework.runtime import Framework
 from pyscheduler.framework.status import Code, Status
 from pyscheduler.kube.client import ConnectionConfig, KubeClient
+from pyscheduler.metrics import SchedulerMetrics
 from pyscheduler.scheduler import Scheduler
 
 #: A write that did not go through: retried without a condition written (no API call here).
@@ -60,27 +61,29 @@ class Plugin:
         self.calls.append(f"{self.name}.post_bind")
 
 
-def run(fail_at: str | None, who: str = "Later",
-        answer: Status = WRITE_FAILED) -> tuple[Scheduler, list[str]]:
+def run(fail_at: str | None, who: str = "Later", answer: Status = WRITE_FAILED, *,
+        metrics: SchedulerMetrics | None = None,
+        sample: bool = False) -> tuple[Scheduler, list[str]]:
     calls: list[str] = []
 
     async def attempt() -> Scheduler:
         s = Scheduler(KubeClient(ConnectionConfig(host="http://127.0.0.1:9")),
-                      parse_config({}, "t"))
+                      parse_config({}, "t"), metrics=metrics)
         s.cache.set_node(node_info({"metadata": {"name": "n1"}, "status": {"allocatable": {
             "cpu": "4", "memory": "8Gi", "pods": "10"}}}))
         now = Plugin("Now", calls, fail_at if who == "Now" else None, answer)
         later = Plugin("Later", calls, fail_at if who == "Later" else None, answer)
         s.framework = Framework("t", reserve_plugins=(now, later), permit=(now, later),
                                 pre_bind=(now, later), bind=(later,),
-                                post_bind=(now, later))
+                                post_bind=(now, later),
+                                observe_plugin=s.framework.observe_plugin)
         s.queue.add(pod_info({"metadata": {"name": "p", "namespace": "d", "uid": "u"},
                               "spec": {"schedulerName": "t", "containers": [
                                   {"name": "c", "image": "x", "resources": {
                                       "requests": {"cpu": "1"}}}]}}))
         entry = s.queue.pop_nowait()
         assert entry is not None
-        s._reserve(entry, "n1", None, None, 0.0)
+        s._reserve(entry, "n1", None, None, 0.0, sample)
         # The plugins that answer at once ran on the loop, with the pod assumed.
         assert calls[:1] == ["Now.reserve"] and s.cache.is_assumed("u")
         for task in list(s._binds):
@@ -121,3 +124,23 @@ def test_a_pod_gone_or_bound_elsewhere_is_unreserved_and_leaves_the_queue(
     s, calls = run("bind", "Later", answer)
     assert calls[-2:] == ["Later.unreserve", "Now.unreserve"]
     assert not s.cache.is_assumed("u") and not s.queue.pending("u")
+
+
+def plugin_times(metrics: SchedulerMetrics) -> dict[tuple[str, str, str], float]:
+    return {(m.labels["plugin"], m.labels["extension_point"], m.labels["status"]): m.value
+            for family in metrics.registry.collect()
+            if family.name == "scheduler_plugin_execution_duration_seconds"
+            for m in family.samples if m.name.endswith("_count")}
+
+
+def test_a_sampled_attempt_times_every_plugin_at_every_binding_point() -> None:
+    metrics = SchedulerMetrics(process_metrics=False)
+    run("pre_bind", "Later", Status.of(Code.UNSCHEDULABLE, "no"), metrics=metrics, sample=True)
+    assert plugin_times(metrics) == {
+        ("Now", "Reserve", "Success"): 1, ("Later", "Reserve", "Success"): 1,
+        ("Now", "Permit", "Success"): 1, ("Later", "Permit", "Success"): 1,
+        ("Now", "PreBind", "Success"): 1, ("Later", "PreBind", "Unschedulable"): 1,
+        ("Later", "Unreserve", "Success"): 1, ("Now", "Unreserve", "Success"): 1}
+    unsampled = SchedulerMetrics(process_metrics=False)
+    run(None, metrics=unsampled, sample=False)
+    assert plugin_times(unsampled) == {}

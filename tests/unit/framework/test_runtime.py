@@ -21,7 +21,7 @@ from pyscheduler.framework.pipeline import (
     ScheduleResult,
 )
 from pyscheduler.framework.pod import pod_info
-from pyscheduler.framework.runtime import Framework
+from pyscheduler.framework.runtime import SAMPLE_PLUGINS, Framework
 from pyscheduler.framework.status import (
     SUCCESS,
     Code,
@@ -239,6 +239,21 @@ def test_a_deferred_postfilter_answer_ends_the_point_pending() -> None:
     assert run.status.code is Code.PENDING and run.deferred is not None
     assert run.deferred[0] == "Fragment" and r.calls == ["Fragment.post_filter"]
     asyncio.run(run.deferred[1])
+
+
+def test_a_sampled_attempt_times_each_postfilter_plugin_with_its_status() -> None:
+    r = Recorder()
+    timed: list[tuple[str, str, str]] = []
+    fw = r.framework(post_filter=[
+        r.plugin("A", post_filter=(None, Status.of(Code.UNSCHEDULABLE, "a: no"))),
+        r.plugin("B", post_filter=(PostFilterResult(nominated_node="n1"), SUCCESS))])
+    fw.observe_plugin = lambda plugin, point, code, _s: timed.append((plugin, point, code))
+    ctx = context()
+    fw.run_post_filter(ctx, nothing_fits(ctx))
+    assert timed == []  # not sampled
+    ctx.state[SAMPLE_PLUGINS] = True
+    fw.run_post_filter(ctx, nothing_fits(ctx))
+    assert timed == [("A", "PostFilter", "Unschedulable"), ("B", "PostFilter", "Success")]
 
 
 # -- PreScore ----------------------------------------------------------------------------------
