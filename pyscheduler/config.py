@@ -43,11 +43,12 @@ import math
 import re
 from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Final
+from typing import Any, Final, cast
 
 import yaml
 from yaml.constructor import ConstructorError
 
+from pyscheduler import component_config
 from pyscheduler.api import names
 from pyscheduler.api.problems import InputError
 from pyscheduler.api.validation import is_qualified_name, validate_labels
@@ -181,7 +182,7 @@ def load_config(path: str | None) -> SchedulerConfig:
     except (OSError, UnicodeDecodeError) as exc:
         raise ConfigError(path, [ConfigProblem("", f"cannot read the file: {exc}")]) from exc
     try:
-        data = yaml.load(text, Loader=_StrictSafeLoader)  # noqa: S506 - a SafeLoader subclass
+        documents = list(yaml.load_all(text, Loader=_StrictSafeLoader))  # noqa: S506
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
@@ -191,7 +192,42 @@ def load_config(path: str | None) -> SchedulerConfig:
         raise ConfigError(path, [ConfigProblem("", f"invalid YAML{where}: {what}")]) from exc
     except yaml.YAMLError as exc:
         raise ConfigError(path, [ConfigProblem("", f"invalid YAML: {exc}")]) from exc
-    return parse_config(data, path)
+    return parse_documents(documents, path)
+
+
+def parse_documents(documents: Sequence[object], source: str) -> SchedulerConfig:
+    """The configuration from a file's YAML documents: one settings document
+    (``scheduler.yaml``), or kube-scheduler's ``KubeSchedulerConfiguration`` with at most one
+    settings document beside it for what this scheduler adds
+    (:mod:`pyscheduler.component_config`)."""
+    documents = [d for d in documents if d is not None]
+    kube = [d for d in documents if component_config.is_kube_scheduler_configuration(d)]
+    settings = [d for d in documents if not component_config.is_kube_scheduler_configuration(d)]
+    if len(kube) > 1 or len(settings) > 1:
+        raise ConfigError(source, [ConfigProblem("", (
+            f"one {component_config.KIND} and one settings document at most, got "
+            f"{len(kube)} and {len(settings)}"))])
+    if not kube:
+        return parse_config(settings[0] if settings else None, source)
+    extra = settings[0] if settings else None
+    if extra is not None and not isinstance(extra, Mapping):
+        raise ConfigError(source, [ConfigProblem("", (
+            f"the settings document must be a mapping, got {render_value(extra)}"))])
+    translated = component_config.translate(cast("Mapping[str, Any]", kube[0]), extra)
+    problems = [ConfigProblem(path, message) for path, message in translated.problems]
+    document = translated.settings
+    bursting = document.pop(component_config.BURSTING_KEY, True)
+    parser = _Parser()
+    config = parser.config(document)
+    problems += [ConfigProblem(component_config.kube_path(translated.paths, e.path), e.message)
+                 for e in parser.errors]
+    if not bursting and config.virtual_nodes.enabled:
+        problems.append(ConfigProblem("profiles[0].plugins.postFilter", (
+            'Forbidden: "CloudBurst" cannot be left out while virtualNodes.enabled is true: '
+            "turn virtual nodes off instead")))
+    if problems:
+        raise ConfigError(source, problems)
+    return config
 
 
 def parse_config(data: object, source: str) -> SchedulerConfig:
