@@ -28,7 +28,14 @@ stop the cluster's scheduler. The filters that hold whatever a fragment answers 
 taints, ports, node readiness, volumes) run even when a profile disables them, as in
 ``scheduler.yaml``. ``parallelism``, ``clientConnection`` (but ``kubeconfig``), profiling and
 ``delayCacheUntilActive`` are checked and have no effect here (the scheduling loop is one
-thread; the client paces itself). One profile per process.
+thread; the client paces itself).
+
+**Several profiles** are served by one process, as kube-scheduler serves them: one queue and
+one cache (no node over-committed whichever profile placed what), each ``schedulerName`` with
+its own plugins and arguments; the process's settings (lease, bind pool, fragments, cloud
+pools) are shared. A profile without ``CloudBurst`` never bursts. The profiles decide as
+kube's would: no default fragment runs unless the second document names one
+(``scheduleFragment``).
 """
 
 from __future__ import annotations
@@ -38,6 +45,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
+from pyscheduler.api import names
 from pyscheduler.settings import render_value
 
 __all__ = ["API_VERSION", "BURSTING_KEY", "KIND", "PLUGIN_POINTS", "Translated",
@@ -147,12 +155,13 @@ def is_kube_scheduler_configuration(doc: object) -> bool:
 
 @dataclass(frozen=True, slots=True)
 class Translated:
-    """The settings document, the problems found (path, kube's message), and for the
-    settings' own checks the kube path of each settings field they may name."""
+    """A settings document per profile, the problems found (path, kube's message), and for
+    the settings' own checks, per profile, the kube path of each settings field they may
+    name."""
 
-    settings: dict[str, Any]
+    profiles: list[dict[str, Any]]
     problems: list[tuple[str, str]]
-    paths: dict[str, str]
+    paths: list[dict[str, str]]
 
 
 def parse_duration(text: object) -> float | None:
@@ -172,6 +181,7 @@ class _Translator:
     def __init__(self) -> None:
         self.problems: list[tuple[str, str]] = []
         self.paths: dict[str, str] = {}
+        self.profile_paths: list[dict[str, str]] = []
 
     def fail(self, path: str, message: str) -> None:
         self.problems.append((path, message))
@@ -226,7 +236,8 @@ class _Translator:
 
     # -- the document ---------------------------------------------------------------------
 
-    def translate(self, doc: Mapping[str, Any], extra: Mapping[str, Any] | None) -> dict[str, Any]:
+    def translate(self, doc: Mapping[str, Any],
+                  extra: Mapping[str, Any] | None) -> list[dict[str, Any]]:
         top = self.mapping(doc, "", _TOP_FIELDS)
         version = top.get("apiVersion")
         if version != API_VERSION:
@@ -272,27 +283,54 @@ class _Translator:
         if maximum is not None:
             out["podMaxBackoffSeconds"] = maximum
         out["leaderElection"] = self.leader_election(top.get("leaderElection"))
+        shared = dict(self.paths)
+        extra = dict(extra or {})
+        victims = self.extra_preemption(extra)
+        for key in OWNED:
+            if key in extra:
+                self.fail(key, f"Forbidden: set by the {KIND} of this file; remove it from the "
+                               "second document")
+                del extra[key]
         profiles = top.get("profiles")
         if profiles is None:
             profiles = [{}]
         if not isinstance(profiles, list) or not profiles:
             self.fail("profiles", "Required value")
-        elif len(profiles) > 1:
-            named = ", ".join(str(p.get("schedulerName")) if isinstance(p, Mapping) else "?"
-                              for p in profiles)
-            self.fail("profiles", f"Forbidden: one profile per process here, got "
-                                  f"{len(profiles)} ({named}): run one pyscheduler per "
-                                  "profile")
-        else:
-            self.profile(profiles[0], "profiles[0]", out)
-        if extra:
-            for key, value in extra.items():
-                if key in OWNED:
-                    self.fail(key, f"Forbidden: set by the {KIND} of this file; remove it "
-                                   "from the second document")
-                elif key not in out:
-                    out[key] = value
-        return out
+            profiles = []
+        settings: list[dict[str, Any]] = []
+        seen: dict[str, int] = {}
+        # The profiles decide as kube's would: no default fragment unless one is named.
+        extra.setdefault("scheduleFragment", None)
+        for i, value in enumerate(profiles):
+            self.paths = dict(shared)
+            one: dict[str, Any] = {**extra, **out}
+            self.profile(value, f"profiles[{i}]", one)
+            if victims is not None:
+                one["preemption"]["victims"] = victims
+            name = one.get("schedulerName", names.DEFAULT_SCHEDULER_NAME)
+            if name in seen:
+                self.fail(f"profiles[{i}].schedulerName",
+                          f'Duplicate value: "profiles[{seen[name]}].schedulerName"')
+            seen.setdefault(name, i)
+            settings.append(one)
+            self.profile_paths.append(self.paths)
+        return settings
+
+    def extra_preemption(self, extra: dict[str, Any]) -> object:
+        """The second document's ``preemption``: its ``victims`` rule alone (the rest is the
+        profiles' DefaultPreemption)."""
+        given = extra.pop("preemption", None)
+        if given is None:
+            return None
+        section = self.mapping(given, "preemption", ("victims", "enabled", "order",
+                                                     "minCandidateNodesPercentage",
+                                                     "minCandidateNodesAbsolute"))
+        for key in section:
+            if key != "victims":
+                self.fail(f"preemption.{key}", f"Forbidden: set by the {KIND} of this file "
+                                               "(DefaultPreemption in a profile's postFilter "
+                                               "and pluginConfig)")
+        return section.get("victims")
 
     def leader_election(self, value: object) -> dict[str, Any]:
         path = "leaderElection"
@@ -511,11 +549,11 @@ class _Translator:
 
 
 def translate(doc: Mapping[str, Any], extra: Mapping[str, Any] | None = None) -> Translated:
-    """The settings document for a KubeSchedulerConfiguration (and the second document of
-    the file, ``extra``), with the problems found."""
+    """The settings documents, one per profile, for a KubeSchedulerConfiguration (and the
+    second document of the file, ``extra``), with the problems found."""
     translator = _Translator()
     settings = translator.translate(doc, extra)
-    return Translated(settings, translator.problems, translator.paths)
+    return Translated(settings, translator.problems, translator.profile_paths)
 
 
 def kube_path(paths: Mapping[str, str], native: str) -> str:

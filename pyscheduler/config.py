@@ -36,6 +36,7 @@ writes, which leaves room for per-plugin arguments later).
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
 import ipaddress
 import json
@@ -78,6 +79,7 @@ from pyscheduler.settings import (
     PodTopologySpreadConfig,
     PREEMPTION_ORDERS,
     PREEMPTION_VICTIMS,
+    PROFILE_FIELDS,
     PreemptionConfig,
     RebalancerConfig,
     ResourceWeight,
@@ -215,19 +217,22 @@ def parse_documents(documents: Sequence[object], source: str) -> SchedulerConfig
             f"the settings document must be a mapping, got {render_value(extra)}"))])
     translated = component_config.translate(cast("Mapping[str, Any]", kube[0]), extra)
     problems = [ConfigProblem(path, message) for path, message in translated.problems]
-    document = translated.settings
-    bursting = document.pop(component_config.BURSTING_KEY, True)
-    parser = _Parser()
-    config = parser.config(document)
-    problems += [ConfigProblem(component_config.kube_path(translated.paths, e.path), e.message)
-                 for e in parser.errors]
-    if not bursting and config.virtual_nodes.enabled:
-        problems.append(ConfigProblem("profiles[0].plugins.postFilter", (
-            'Forbidden: "CloudBurst" cannot be left out while virtualNodes.enabled is true: '
-            "turn virtual nodes off instead")))
-    if problems:
-        raise ConfigError(source, problems)
-    return config
+    profiles: list[SchedulerConfig] = []
+    for document, paths in zip(translated.profiles, translated.paths):
+        bursting = bool(document.pop(component_config.BURSTING_KEY, True))
+        parser = _Parser()
+        config = parser.config(document)
+        problems += [ConfigProblem(component_config.kube_path(paths, e.path), e.message)
+                     for e in parser.errors]
+        profiles.append(dataclasses.replace(config, plugins=dataclasses.replace(
+            config.plugins, cloud_burst=bursting)))
+    problems = list(dict.fromkeys(problems))  # a shared field's problem once, not per profile
+    if problems or not profiles:
+        raise ConfigError(source, problems or [ConfigProblem("profiles", "Required value")])
+    base = profiles[0]
+    return dataclasses.replace(base, more_profiles=tuple(
+        dataclasses.replace(base, **{name: getattr(p, name) for name in PROFILE_FIELDS})
+        for p in profiles[1:]))
 
 
 def parse_config(data: object, source: str) -> SchedulerConfig:

@@ -455,10 +455,13 @@ class SchedulerMetrics:
             child = self._children[key] = metric.labels(*labels)
         return child
 
-    def observe_attempt(self, result: AttemptResult, seconds: float) -> None:
-        """Count one scheduling attempt and its latency (kube's PodScheduled/PodUnschedulable)."""
-        self._child(self.schedule_attempts, result, self.profile).inc()
-        self._child(self.scheduling_attempt_duration, result, self.profile).observe(seconds)
+    def observe_attempt(self, result: AttemptResult, seconds: float,
+                        profile: str | None = None) -> None:
+        """Count one scheduling attempt and its latency (kube's PodScheduled/PodUnschedulable),
+        for ``profile`` (None: this registry's default profile)."""
+        profile = profile or self.profile
+        self._child(self.schedule_attempts, result, profile).inc()
+        self._child(self.scheduling_attempt_duration, result, profile).observe(seconds)
 
     def count_incoming(self, queue: str, event: str) -> None:
         """One pod added to ``queue`` because of ``event``."""
@@ -475,10 +478,11 @@ class SchedulerMetrics:
         self.pod_scheduling_attempts.observe(attempts)
         self._child(self.pod_scheduling_sli_duration, str(attempts)).observe(sli_seconds)
 
-    def observe_extension_point(self, extension_point: str, status: str, seconds: float) -> None:
+    def observe_extension_point(self, extension_point: str, status: str, seconds: float,
+                                profile: str | None = None) -> None:
         """Record the time all plugins (or fragments) of one extension point took together."""
         self._child(self.framework_extension_point_duration, extension_point, status,
-                    self.profile).observe(seconds)
+                    profile or self.profile).observe(seconds)
 
     def observe_plugin(self, plugin: str, extension_point: str, status: str,
                        seconds: float) -> None:

@@ -39,8 +39,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import functools
 import time
 from collections.abc import Awaitable, Callable, Coroutine, Mapping
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 import numpy as np
@@ -141,6 +143,20 @@ def steered(result: ScheduleResult, slots: Mapping[str, int], node: str) -> Sche
     return dataclasses.replace(result, node=node, slot=slot)
 
 
+@dataclass(eq=False, slots=True)
+class SchedulingProfile:
+    """One profile (a KubeSchedulerConfiguration profile): its Filter and Score pipeline, its
+    framework at the other points (the binding plugins shared by every profile), its default
+    spread constraints and its burst pass."""
+
+    name: str
+    config: SchedulerConfig
+    pipeline: Pipeline
+    framework: Framework
+    spread_defaults: SpreadDefaults
+    bursting: CloudBurst | None
+
+
 class Scheduler:
     """The scheduling loop and what it owns (queue, cache, pipelines, bindings); it implements
     :class:`pyscheduler.virtual.types.Placement` for the virtual package."""
@@ -166,11 +182,8 @@ class Scheduler:
             max_backoff=config.pod_max_backoff_seconds,
             max_in_unschedulable=config.pod_max_in_unschedulable_pods_seconds,
             clock=clock, on_event=self._queue_event)
-        profile, burst_profile = build_profiles(config)
-        self.pipeline = Pipeline(profile, seed=config.seed)
-        # The burst pass: the same filters over the pools' virtual nodes (None: no pools).
-        self.bursting = CloudBurst(burst_profile, seed=config.seed) \
-            if burst_profile is not None else None
+        #: Every profile's scheduler name: the pods this scheduler serves.
+        self.names = config.scheduler_names
         self.recorder = EventRecorder(client, reporting_controller=self.name,
                                       reporting_instance=config.leader_election.identity)
         # Pods held at a fragment's permit; a release may leave room for pods that wait.
@@ -193,10 +206,11 @@ class Scheduler:
                                     on_add=self._namespace_set,
                                     on_update=lambda old, new: self._namespace_set(new),
                                     on_delete=self._namespace_deleted)
-        # kube's DefaultPreemption post-filter, and the nominations it leaves (None: disabled).
+        # kube's DefaultPreemption post-filter, and the nominations it leaves, shared by the
+        # profiles that preempt (None: none does).
         self.preemption = Preemption(client, config, self.recorder, self.cache.table,
                                      metrics=metrics, waiting=self.permits) \
-            if config.preemption.enabled else None
+            if any(p.preemption.enabled for p in config.profiles) else None
         self.informers: tuple[Informer, ...] = (self._nodes, self._namespaces, self._pods)
         if self.preemption is not None:
             self.informers += (self.preemption.informer,)
@@ -205,32 +219,92 @@ class Scheduler:
             client, self.cache.table,
             on_change=lambda event: self.queue.move_all_to_active(event))
         self.informers += self.volume_binder.informers
-        # The points after Score (Filter and Score run in the pipelines).
+        # The points after Score (Filter and Score run in the pipelines); the binding plugins
+        # are the same for every profile.
         self.fragment = fragment_stages.Fragment(client)
-        # After the pod's fragment (whose answer bounds the others): preemption and bursting,
-        # in the configured order.
-        post_filter: tuple[Any, ...] = tuple(p for p in (self.preemption, self.bursting)
-                                             if p is not None)
-        if config.preemption.order == "BurstThenPreempt":
-            post_filter = post_filter[::-1]
-        self.framework = Framework(
-            self.name, post_filter=(self.fragment, *post_filter),
-            reserve_plugins=(self.volume_binder, self.fragment),
-            permit=(self.fragment,),
-            pre_bind=(self.fragment, VirtualNodeLabel(client), self.volume_binder),
-            bind=(DefaultBinder(client, concurrency=config.bind_concurrency,
-                                timeout_seconds=config.bind_timeout_seconds,
-                                metrics=metrics),),
-            post_bind=(self.fragment, self.volume_binder),
-            observe=metrics.observe_extension_point if metrics is not None else None,
-            observe_plugin=metrics.observe_plugin if metrics is not None else None,
-            on_fault=_plugin_fault)
-        # kube's default topology spread constraints, for pods that declare none.
-        self.spread_defaults = SpreadDefaults.for_scheduler(client, config)
-        self.informers += self.spread_defaults.informers
+        binding = {
+            "reserve_plugins": (self.volume_binder, self.fragment),
+            "permit": (self.fragment,),
+            "pre_bind": (self.fragment, VirtualNodeLabel(client), self.volume_binder),
+            "bind": (DefaultBinder(client, concurrency=config.bind_concurrency,
+                                   timeout_seconds=config.bind_timeout_seconds,
+                                   metrics=metrics),),
+            "post_bind": (self.fragment, self.volume_binder),
+        }
+        # kube's default topology spread constraints, for pods that declare none: one per set
+        # of PodTopologySpreadArgs (most often one for every profile).
+        spreads: dict[object, SpreadDefaults] = {}
+        #: The profiles by scheduler name (one unless a KubeSchedulerConfiguration has more).
+        self.profiles: dict[str, SchedulingProfile] = {
+            p.scheduler_name: self._build_profile(p, binding, spreads) for p in config.profiles}
+        for spread in spreads.values():
+            self.informers += spread.informers
+        self._first = self.profiles[config.scheduler_name]
         self.scheduled = 0
         self.failed = 0
         self._exported: dict[tuple[str, str], int] = {}
+
+    def _build_profile(self, settings: SchedulerConfig, binding: Mapping[str, Any],
+                       spreads: dict[object, SpreadDefaults]) -> SchedulingProfile:
+        name = settings.scheduler_name
+        profile, burst_profile = build_profiles(settings)
+        # The burst pass: the same filters over the pools' virtual nodes (None: no pools, or
+        # the profile does not burst).
+        bursting = CloudBurst(burst_profile, seed=settings.seed) \
+            if burst_profile is not None and settings.plugins.cloud_burst else None
+        preemption: Any = None
+        if settings.preemption.enabled and self.preemption is not None:
+            preemption = self.preemption if name == self.config.scheduler_name \
+                else self.preemption.for_profile(settings)
+        # After the pod's fragment (whose answer bounds the others): preemption and bursting,
+        # in the configured order.
+        post_filter = tuple(p for p in (preemption, bursting) if p is not None)
+        if settings.preemption.order == "BurstThenPreempt":
+            post_filter = post_filter[::-1]
+        metrics = self.metrics
+        framework = Framework(
+            name, post_filter=(self.fragment, *post_filter), **binding,
+            observe=functools.partial(_observe_point, metrics, name)
+            if metrics is not None else None,
+            observe_plugin=metrics.observe_plugin if metrics is not None else None,
+            on_fault=_plugin_fault)
+        spread_key = (settings.pod_topology_spread, "PodTopologySpread" in settings.plugins.filter
+                      or "PodTopologySpread" in settings.plugins.score_weights)
+        spread = spreads.get(spread_key)
+        if spread is None:
+            spread = spreads[spread_key] = SpreadDefaults.for_scheduler(self.client, settings)
+        return SchedulingProfile(name, settings, Pipeline(profile, seed=settings.seed),
+                                 framework, spread, bursting)
+
+    def _profile_of(self, pod: PodInfo) -> SchedulingProfile:
+        """The profile that schedules ``pod`` (by its ``schedulerName``)."""
+        return self.profiles.get(pod.scheduler_name) or self._first
+
+    # The first profile's parts (the only profile's, most often).
+
+    @property
+    def pipeline(self) -> Pipeline:
+        return self._first.pipeline
+
+    @pipeline.setter
+    def pipeline(self, pipeline: Pipeline) -> None:
+        self._first.pipeline = pipeline
+
+    @property
+    def framework(self) -> Framework:
+        return self._first.framework
+
+    @framework.setter
+    def framework(self, framework: Framework) -> None:
+        self._first.framework = framework
+
+    @property
+    def spread_defaults(self) -> SpreadDefaults:
+        return self._first.spread_defaults
+
+    @property
+    def bursting(self) -> CloudBurst | None:
+        return self._first.bursting
 
     # -- informer handlers ---------------------------------------------------------------------
 
@@ -245,7 +319,7 @@ class Scheduler:
 
     def _is_ours(self, obj: Obj) -> bool:
         spec = obj.get("spec")
-        return isinstance(spec, dict) and spec.get("schedulerName") == self.name
+        return isinstance(spec, dict) and spec.get("schedulerName") in self.names
 
     def _pod_added(self, obj: Obj) -> None:
         try:
@@ -496,8 +570,8 @@ class Scheduler:
         selection = self.select(pod) if self.select is not None else NO_SELECTION
         active = selection.active
         # The attempt sees the pod with its default spread constraints (the queue's is kept).
-        ctx = CycleContext.for_pod(self.spread_defaults.view(pod), self.cache.table,
-                                   self._namespaces_matching)
+        ctx = CycleContext.for_pod(self._profile_of(pod).spread_defaults.view(pod),
+                                   self.cache.table, self._namespaces_matching)
         if active is None or active.evaluate is None:
             return selection, ctx, active, True
         resolved = self._resolve_now(ctx, active)
@@ -508,7 +582,8 @@ class Scheduler:
         short), else None."""
         if override.evaluate_now is None:
             return None
-        return override.evaluate_now(ctx, self.pipeline.score_base(ctx, override))
+        pipeline = self._profile_of(ctx.pod).pipeline
+        return override.evaluate_now(ctx, pipeline.score_base(ctx, override))
 
     async def _resolve(self, pod: PodInfo,
                        override: StageOverride) -> tuple[CycleContext, StageOverride]:
@@ -516,9 +591,10 @@ class Scheduler:
         the table as it is when the answers came (what the rest of the attempt must see)."""
         assert override.evaluate is not None
         table = self.cache.table
-        pod = self.spread_defaults.view(pod)
+        profile = self._profile_of(pod)
+        pod = profile.spread_defaults.view(pod)
         ctx = CycleContext.for_pod(pod, table, self._namespaces_matching)
-        resolved = await override.evaluate(ctx, self.pipeline.score_base(ctx, override))
+        resolved = await override.evaluate(ctx, profile.pipeline.score_base(ctx, override))
         return CycleContext.for_pod(pod, table, self._namespaces_matching), resolved
 
     async def _schedule_offloaded(self, entry: QueuedPod, selection: Selection,
@@ -564,17 +640,18 @@ class Scheduler:
     def _decide_now(self, entry: QueuedPod, ctx: CycleContext, selection: Selection,
                     active: StageOverride | None, steer: str | None, start: float) -> None:
         pod = entry.pod
+        profile = self._profile_of(pod)
         wants_explain = pod.annotations.get(EXPLAIN_ANNOTATION) == "true"
         sample = self.metrics is not None and self.metrics.should_record_plugin_metrics()
         # Why no node fits is worked out only when a PostFilter plugin or the message needs it.
-        result = self.pipeline.schedule(ctx, active, explain=wants_explain, sample=sample,
-                                        diagnose=False)
+        result = profile.pipeline.schedule(ctx, active, explain=wants_explain, sample=sample,
+                                           diagnose=False)
         if steer is not None and result.node is not None and result.node != steer:
             result = steered(result, self.cache.table.slots, steer)
         for shadow in selection.shadows:
             self._evaluate_shadow(pod, shadow, active, result)
         if self.metrics is not None:
-            self._observe_stages(result)
+            self._observe_stages(result, profile.name)
         decision = explain(result, self.cache.table.names) if wants_explain else None
         if decision is not None and active is not None and active.name.startswith("fragment:"):
             decision["fragment"] = {"name": active.name.removeprefix("fragment:"),
@@ -585,9 +662,9 @@ class Scheduler:
             ctx.state[SAMPLE_PLUGINS] = sample
             fragment_stages.attach(ctx, lifecycle, _fragment_answers(decision, lifecycle.name)
                                    if decision is not None and lifecycle is not None else None)
-            filtered = Filtered(self.pipeline, ctx, result, active, selection.active,
+            filtered = Filtered(profile.pipeline, ctx, result, active, selection.active,
                                 wants_explain, sample)
-            run = self.framework.run_post_filter(ctx, filtered)
+            run = profile.framework.run_post_filter(ctx, filtered)
             if run.deferred is not None:
                 # The pod's fragment answers off the loop: the attempt is made again with it.
                 self._spawn_attempt(entry, self._post_filter_offloaded(entry, run.deferred[1]))
@@ -606,7 +683,7 @@ class Scheduler:
                 if run.reasons:
                     message = f"{message} {', '.join(run.reasons)}"
                 self.failed += 1
-                self._observe("unschedulable", start)
+                self._observe("unschedulable", start, pod)
                 self.queue.requeue_unschedulable(pod.uid)
                 self._spawn(self._set_unschedulable(pod, message, "Unschedulable", decision))
                 return
@@ -673,7 +750,7 @@ class Scheduler:
             assert selection.active is not None
             ctx, active = await self._resolve(pod, selection.active)
         with self._nominees(pod):
-            return self.pipeline.schedule(ctx, active).node
+            return self._profile_of(pod).pipeline.schedule(ctx, active).node
 
     def _attempt_failed(self, entry: QueuedPod, exc: Exception, start: float) -> None:
         """An attempt that ended in an exception: the pod's problem, never the loop's."""
@@ -682,16 +759,16 @@ class Scheduler:
         if isinstance(exc, StageUnavailable):
             # The pod's fragment is missing, loading or failed: it waits, visibly, and comes
             # back when a fragment becomes Ready (fragment_ready).
-            self._observe("unschedulable", start)
+            self._observe("unschedulable", start, pod)
             self.queue.requeue_unschedulable(pod.uid)
             self._spawn(self._set_unschedulable(pod, str(exc), "Unschedulable"))
         elif isinstance(exc, StageFailed):  # a fragment failed and its failure policy is Fail
-            self._observe("unschedulable", start)
+            self._observe("unschedulable", start, pod)
             self.queue.requeue_backoff(pod.uid)
             self._spawn(self._set_unschedulable(pod, str(exc), "Unschedulable"))
         else:  # a fault: a plugin's, the cache's or ours
             log.exception("scheduling attempt failed", pod=pod.key)
-            self._observe("error", start)
+            self._observe("error", start, pod)
             self.queue.requeue_backoff(pod.uid)
             self._spawn(self._set_unschedulable(
                 pod, f"scheduling failed: {type(exc).__name__}: {exc}", SCHEDULER_ERROR))
@@ -707,7 +784,8 @@ class Scheduler:
         the active logic: a different feasible set, or a chosen node the shadow does not rank
         best. A shadow that runs off the loop answers later; both decisions are then taken
         again on the table of that moment, so that they compare like with like."""
-        ctx = CycleContext.for_pod(self.spread_defaults.view(pod), self.cache.table,
+        profile = self._profile_of(pod)
+        ctx = CycleContext.for_pod(profile.spread_defaults.view(pod), self.cache.table,
                                    self._namespaces_matching)
         if shadow.evaluate is not None:
             try:
@@ -719,7 +797,7 @@ class Scheduler:
                 return
             shadow = resolved
         try:
-            other: ScheduleResult | None = self.pipeline.schedule(ctx, shadow)
+            other: ScheduleResult | None = profile.pipeline.schedule(ctx, shadow)
         except Exception as exc:  # a shadow never affects scheduling
             other = None
             log.warning("shadow evaluation failed", pod=pod.key, fragment=shadow.name,
@@ -734,10 +812,11 @@ class Scheduler:
         try:
             ctx, resolved = await self._resolve(pod, shadow)
             table = self.cache.table
-            result = self.pipeline.schedule(
-                CycleContext.for_pod(self.spread_defaults.view(pod), table,
+            profile = self._profile_of(pod)
+            result = profile.pipeline.schedule(
+                CycleContext.for_pod(profile.spread_defaults.view(pod), table,
                                      self._namespaces_matching), active)
-            other = self.pipeline.schedule(ctx, resolved)
+            other = profile.pipeline.schedule(ctx, resolved)
         except asyncio.CancelledError:
             raise
         except Exception as exc:  # a shadow never affects scheduling
@@ -773,20 +852,23 @@ class Scheduler:
         """A fragment became Ready: pods waiting for one are worth another attempt."""
         self.queue.move_all_to_active("FragmentReady")
 
-    def _observe_stages(self, result: ScheduleResult) -> None:
+    def _observe_stages(self, result: ScheduleResult, profile: str) -> None:
         assert self.metrics is not None
         self.metrics.scheduling_algorithm_duration.observe(
             result.filter_seconds + result.score_seconds)
         status = "Success" if result.node is not None else "Unschedulable"
-        self.metrics.observe_extension_point("Filter", status, result.filter_seconds)
+        self.metrics.observe_extension_point("Filter", status, result.filter_seconds, profile)
         if result.score_seconds:
-            self.metrics.observe_extension_point("Score", "Success", result.score_seconds)
+            self.metrics.observe_extension_point("Score", "Success", result.score_seconds,
+                                                 profile)
         for (point, plugin), seconds in (result.plugin_seconds or {}).items():
             self.metrics.observe_plugin(plugin, point, "Success", seconds)
 
-    def _observe(self, result: AttemptResult, start: float) -> None:
+    def _observe(self, result: AttemptResult, start: float, pod: PodInfo | None = None) -> None:
+        """Count an attempt, under the profile of ``pod`` (the first profile without one)."""
         if self.metrics is not None:
-            self.metrics.observe_attempt(result, time.perf_counter() - start)
+            self.metrics.observe_attempt(result, time.perf_counter() - start,
+                                         self._profile_of(pod).name if pod else None)
 
     def _spawn(self, coro: Coroutine[Any, Any, None]) -> None:
         task = asyncio.get_running_loop().create_task(coro)
@@ -806,14 +888,14 @@ class Scheduler:
         ctx.state[SAMPLE_PLUGINS] = sample
         fragment_stages.attach(ctx, lifecycle, _fragment_answers(decision, lifecycle.name)
                                if decision is not None and lifecycle is not None else None)
-        reserved = self.framework.run_reserve(ctx, node)
+        reserved = self._profile_of(pod).framework.run_reserve(ctx, node)
         if isinstance(reserved, Status) and not reserved.success:
             self.failed += 1
-            self._observe("unschedulable", start)
+            self._observe("unschedulable", start, pod)
             self._spawn(self._undo(ctx, node, reserved, UnreserveCause.REFUSED, "Reserve",
                                    decision))
             return
-        self._observe("scheduled", start)
+        self._observe("scheduled", start, pod)
         self._spawn(self._binding_cycle(entry, ctx, node, reserved, decision))
 
     async def _binding_cycle(self, entry: QueuedPod, ctx: CycleContext, node: str,
@@ -828,12 +910,13 @@ class Scheduler:
         if not status.success:
             await self._undo(ctx, node, status, cause, "Permit", decision)
             return
-        status = await self.framework.run_pre_bind(ctx, node)
+        framework = self._profile_of(ctx.pod).framework
+        status = await framework.run_pre_bind(ctx, node)
         if not status.success:
             await self._undo(ctx, node, status, _cause(status, UnreserveCause.REFUSED),
                              "PreBind", decision)
             return
-        status = await self.framework.run_bind(ctx, node)
+        status = await framework.run_bind(ctx, node)
         if not status.success:
             await self._undo(ctx, node, status, _cause(status, UnreserveCause.BIND_FAILED),
                              "Bind", decision)
@@ -841,12 +924,12 @@ class Scheduler:
         self._bound(entry, node)
         if decision is not None:
             await self._annotate_decision(ctx.pod, decision)
-        await self.framework.run_post_bind(ctx, node)
+        await framework.run_post_bind(ctx, node)
 
     async def _permit(self, ctx: CycleContext, node: str) -> tuple[Status, UnreserveCause]:
         """Permit, and the wait it may ask for (kube's WaitOnPermit): Success, or why not and
         the unreserve cause that goes with it."""
-        status, timeout = await self.framework.run_permit(ctx, node)
+        status, timeout = await self._profile_of(ctx.pod).framework.run_permit(ctx, node)
         if not status.waiting:
             return status, UnreserveCause.DENIED
         pod = ctx.pod
@@ -875,7 +958,7 @@ class Scheduler:
         unless it is gone or bound by someone else."""
         pod = ctx.pod
         ctx.state[fragment_stages.UNRESERVE_CAUSE] = cause
-        await self.framework.unreserve(ctx, node)
+        await self._profile_of(pod).framework.unreserve(ctx, node)
         self.cache.forget(pod.uid)
         ended = ends_the_pod(status)
         if ended is POD_GONE:
@@ -985,6 +1068,11 @@ def _cause(status: Status, rejected: UnreserveCause) -> UnreserveCause:
     if status.failed and status.error is None:
         return UnreserveCause.BIND_FAILED
     return rejected
+
+
+def _observe_point(metrics: SchedulerMetrics, profile: str, point: str, status: str,
+                   seconds: float) -> None:
+    metrics.observe_extension_point(point, status, seconds, profile)
 
 
 def _plugin_fault(point: str, plugin: str, pod: str, exc: BaseException) -> None:

@@ -7,6 +7,7 @@ kube-scheduler's default profile where one exists (see :mod:`pyscheduler.config`
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import socket
 import uuid
@@ -45,6 +46,7 @@ __all__ = [
     "PluginsConfig",
     "RebalancerConfig",
     "ResourceWeight",
+    "PROFILE_FIELDS",
     "SCORE_PLUGINS",
     "SPREAD_DEFAULTING_TYPES",
     "SYSTEM_DEFAULT_SPREAD_CONSTRAINTS",
@@ -156,6 +158,9 @@ class PluginsConfig:
     filter: tuple[str, ...] = DEFAULT_FILTER_PLUGINS
     score: tuple[ScorePlugin, ...] = tuple(
         ScorePlugin(name, weight) for name, weight in DEFAULT_SCORE_WEIGHTS.items())
+    #: Whether the profile bursts to cloud pools (CloudBurst at PostFilter) when virtual nodes
+    #: are enabled.
+    cloud_burst: bool = True
 
     @property
     def score_weights(self) -> dict[str, int]:
@@ -360,6 +365,12 @@ class PodTopologySpreadConfig:
         return self.default_constraints
 
 
+#: The fields of :class:`SchedulerConfig` that are a profile's own; the others are the
+#: process's, shared by every profile.
+PROFILE_FIELDS: Final = ("scheduler_name", "plugins", "scoring_strategy",
+                         "percentage_of_nodes_to_score", "preemption", "pod_topology_spread")
+
+
 @dataclass(frozen=True, slots=True)
 class SchedulerConfig:
     """The whole scheduler configuration. Build it with :func:`load_config` or :func:`parse_config`."""
@@ -388,6 +399,22 @@ class SchedulerConfig:
     rebalancer: RebalancerConfig = field(default_factory=RebalancerConfig)
     preemption: PreemptionConfig = field(default_factory=PreemptionConfig)
     pod_topology_spread: PodTopologySpreadConfig = field(default_factory=PodTopologySpreadConfig)
+    #: The profiles after this one (a KubeSchedulerConfiguration's ``profiles[1:]``): each
+    #: differs from this one only in its scheduler name and its plugins' settings
+    #: (:data:`PROFILE_FIELDS`).
+    more_profiles: tuple[SchedulerConfig, ...] = ()
+
+    @property
+    def profiles(self) -> tuple[SchedulerConfig, ...]:
+        """Every profile this scheduler serves, this one first (without ``more_profiles``)."""
+        if not self.more_profiles:
+            return (self,)
+        return (dataclasses.replace(self, more_profiles=()), *self.more_profiles)
+
+    @property
+    def scheduler_names(self) -> frozenset[str]:
+        """The ``schedulerName`` of every profile: the pods this scheduler serves."""
+        return frozenset(p.scheduler_name for p in self.profiles)
 
     @property
     def metrics_host(self) -> str:

@@ -205,13 +205,17 @@ def wait_for(predicate: Callable[[], Any], timeout: float = 10.0, interval: floa
 class SchedulerThread:
     """A pyscheduler instance on its own event loop thread, against an embedded cluster."""
 
-    def __init__(self, kubeconfig: Path, **config: Any) -> None:
+    def __init__(self, kubeconfig: Path, kube: dict[str, Any] | None = None,
+                 **config: Any) -> None:
+        """``config``: the settings document; ``kube``: a KubeSchedulerConfiguration beside
+        it (the settings then being its second document)."""
         import asyncio
         import threading
 
-        from pyscheduler.config import parse_config
+        from pyscheduler.config import parse_documents
 
-        self.config = parse_config({"metricsAddress": "127.0.0.1:0", **config}, "test")
+        self.config = parse_documents(
+            [d for d in (kube, {"metricsAddress": "127.0.0.1:0", **config}) if d], "test")
         self.kubeconfig = kubeconfig
         self.loop = asyncio.new_event_loop()
         self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)

@@ -65,7 +65,7 @@ from pyscheduler.plugins.default_preemption import (
 from pyscheduler.postfilter import PREEMPTION
 from pyscheduler.settings import SchedulerConfig
 
-__all__ = ["Nomination", "Preemption"]
+__all__ = ["Nomination", "Preemption", "ProfilePreemption"]
 
 log = structlog.get_logger(__name__)
 
@@ -88,15 +88,13 @@ class Preemption:
         self.client = client
         # Pods held at a fragment's permit: a victim among them is rejected, not deleted.
         self.waiting = waiting
-        self.scheduler_name = config.scheduler_name
+        # Every profile's pods are this scheduler's own.
+        self.scheduler_names = config.scheduler_names
         self.recorder = recorder
         self.metrics = metrics
-        settings = config.preemption
-        self.all_pods = settings.victims == "AllPods"
-        self.plugin = DefaultPreemption(
-            min_candidate_nodes_percentage=settings.min_candidate_nodes_percentage,
-            min_candidate_nodes_absolute=settings.min_candidate_nodes_absolute,
-            rng=np.random.default_rng(config.seed))
+        self.seed = config.seed
+        self.all_pods = config.preemption.victims == "AllPods"
+        self.plugin = self.decider(config)
         self.table = table
         self.nominations: dict[str, Nomination] = {}
         self._by_priority: dict[int, set[str]] = {}
@@ -212,15 +210,28 @@ class Preemption:
         return not preempts_never(pod) and any(p < pod.priority for p in ctx.table.priorities)
 
     def may_evict(self, pod: PodInfo) -> bool:
-        return self.all_pods or pod.scheduler_name == self.scheduler_name
+        return self.all_pods or pod.scheduler_name in self.scheduler_names
 
-    def post_filter(self, ctx: CycleContext,
-                    filtered: Filtered) -> tuple[PostFilterResult | None, Status]:
+    def decider(self, profile: SchedulerConfig) -> DefaultPreemption:
+        """kube's decision with ``profile``'s DefaultPreemptionArgs."""
+        settings = profile.preemption
+        return DefaultPreemption(
+            min_candidate_nodes_percentage=settings.min_candidate_nodes_percentage,
+            min_candidate_nodes_absolute=settings.min_candidate_nodes_absolute,
+            rng=np.random.default_rng(self.seed))
+
+    def for_profile(self, profile: SchedulerConfig) -> ProfilePreemption:
+        """The plugin for one more profile: its own arguments, these nominations."""
+        return ProfilePreemption(self, self.decider(profile))
+
+    def post_filter(self, ctx: CycleContext, filtered: Filtered,
+                    decider: DefaultPreemption | None = None
+                    ) -> tuple[PostFilterResult | None, Status]:
         """Preempt for ``ctx.pod`` (nominees counted by the caller): on success the
         nomination is recorded at once and written, and the victims evicted, in the
         background (:meth:`carry_out`)."""
         pod = ctx.pod
-        result = self.preempt(ctx, filtered)
+        result = self.preempt(ctx, filtered, decider)
         if result.candidate is not None:
             self.spawn(self.carry_out(pod, result.candidate))
             return PostFilterResult(nominated_node=result.candidate.node), SUCCESS
@@ -229,7 +240,8 @@ class Preemption:
         reasons = (f"preemption: {result.message}",) if result.message else ()
         return None, Status(Code.UNSCHEDULABLE, reasons)
 
-    def preempt(self, ctx: CycleContext, filtered: Filtered) -> PreemptionResult:
+    def preempt(self, ctx: CycleContext, filtered: Filtered,
+                decider: DefaultPreemption | None = None) -> PreemptionResult:
         """The decision alone (no write): on success the nomination is recorded here, and
         :meth:`carry_out` must follow.
 
@@ -239,9 +251,9 @@ class Preemption:
         if self.metrics is not None:
             self.metrics.preemption_attempts.inc()
         pod = ctx.pod
-        result = self.plugin.preempt(ctx, filtered.outcome, filtered.fits_row, self.may_evict,
-                                     self.budgets.values(),
-                                     verify=filtered.verify if filtered.needs_verify else None)
+        result = (decider or self.plugin).preempt(
+            ctx, filtered.outcome, filtered.fits_row, self.may_evict, self.budgets.values(),
+            verify=filtered.verify if filtered.needs_verify else None)
         if result.candidate is not None:
             self._record(Nomination(pod, result.candidate.node))
         elif result.clear_nomination:
@@ -337,3 +349,21 @@ class Preemption:
             task.cancel()
         if self._tasks:
             await asyncio.gather(*self._tasks, return_exceptions=True)
+
+
+class ProfilePreemption:
+    """DefaultPreemption for a profile after the first: that profile's arguments, and the
+    nominations, budgets and evictions every profile shares."""
+
+    name: ClassVar[str] = PREEMPTION
+
+    def __init__(self, shared: Preemption, decider: DefaultPreemption) -> None:
+        self.shared = shared
+        self.decider = decider
+
+    def may_help(self, ctx: CycleContext) -> bool:
+        return self.shared.may_help(ctx)
+
+    def post_filter(self, ctx: CycleContext,
+                    filtered: Filtered) -> tuple[PostFilterResult | None, Status]:
+        return self.shared.post_filter(ctx, filtered, self.decider)

@@ -153,7 +153,7 @@ class Rebalancer:
         """A pod this scheduler placed on a virtual node (see the module docstring)."""
         meta = obj.get("metadata") or {}
         spec = obj.get("spec") or {}
-        return spec.get("schedulerName") == self.placement.name \
+        return spec.get("schedulerName") in self.placement.names \
             and (meta.get("labels") or {}).get(VIRTUAL_LABEL) == "true"
 
     def pod_seen(self, obj: Obj) -> None:

@@ -130,8 +130,10 @@ class Placement(Protocol):
     """What the virtual package (the rebalancer, refusal handling) asks of the scheduler. The
     scheduler implements it; nothing here imports the scheduler."""
 
-    #: The scheduler's name: only pods with this ``schedulerName`` are ever moved.
+    #: The scheduler's name (its first profile's), which its events and lease carry.
     name: str
+    #: Every profile's scheduler name: only pods with one of them are ever moved.
+    names: frozenset[str]
     client: KubeClient
     recorder: EventRecorder
     metrics: SchedulerMetrics | None

@@ -113,9 +113,8 @@ def test_unknown_plugins_and_plugins_at_points_they_do_not_extend_in_kubes_words
      "parallelism: Invalid value: 0: should be an integer value greater than zero"),
     ({"profiles": []}, "profiles: Required value"),
     ({"profiles": [{"schedulerName": ""}]}, "profiles[0].schedulerName: Required value"),
-    ({"profiles": [{"schedulerName": "a"}, {"schedulerName": "b"}]},
-     "profiles: Forbidden: one profile per process here, got 2 (a, b): run one pyscheduler "
-     "per profile"),
+    ({"profiles": [{"schedulerName": "a"}, {"schedulerName": "b"}, {"schedulerName": "a"}]},
+     'profiles[2].schedulerName: Duplicate value: "profiles[0].schedulerName"'),
     ({"leaderElection": {"resourceLock": "configmaps"}},
      'leaderElection.resourceLock: Invalid value: "configmaps": resourceLock value must be '
      '"leases"'),
@@ -214,10 +213,41 @@ def test_a_second_document_holds_this_schedulers_own_settings() -> None:
     assert "schedulerName: Forbidden: set by the KubeSchedulerConfiguration of this file; " \
            "remove it from the second document" in found
     assert any(e.startswith("plugins: Forbidden") for e in found)
-    found = errors({"virtualNodes": {"enabled": True}},
-                   profiles=[{"plugins": {"postFilter": {"disabled": [{"name": "CloudBurst"}]}}}])
-    assert 'profiles[0].plugins.postFilter: Forbidden: "CloudBurst" cannot be left out while ' \
-           "virtualNodes.enabled is true: turn virtual nodes off instead" in found
+    found = errors({"preemption": {"victims": "AllPods", "enabled": False}})
+    assert "preemption.enabled: Forbidden: set by the KubeSchedulerConfiguration of this " \
+           "file (DefaultPreemption in a profile's postFilter and pluginConfig)" in found
+    config = kube({"preemption": {"victims": "AllPods"}}, profiles=[
+        {"schedulerName": "a"}, {"schedulerName": "b", "plugins": {
+            "postFilter": {"disabled": [{"name": "DefaultPreemption"}]}}}])
+    assert [(p.scheduler_name, p.preemption.enabled, p.preemption.victims)
+            for p in config.profiles] == [("a", True, "AllPods"), ("b", False, "AllPods")]
+
+
+def test_several_profiles_each_with_its_plugins_and_the_process_settings_shared() -> None:
+    config = kube({"bindConcurrency": 7}, percentageOfNodesToScore=50, profiles=[
+        {"schedulerName": "spread"},
+        {"schedulerName": "pack", "percentageOfNodesToScore": 100,
+         "plugins": {"postFilter": {"disabled": [{"name": "CloudBurst"}]},
+                     "score": {"disabled": [{"name": "*"}],
+                               "enabled": [{"name": "NodeResourcesFit"}]}},
+         "pluginConfig": [{"name": "NodeResourcesFit", "args": {
+             "scoringStrategy": {"type": "MostAllocated"}}}]}])
+    spread, pack = config.profiles
+    assert config.scheduler_names == {"spread", "pack"}
+    assert (spread.scheduler_name, spread.scoring_strategy.type,
+            spread.percentage_of_nodes_to_score, spread.plugins.cloud_burst) == (
+        "spread", "LeastAllocated", 50, True)
+    assert (pack.scheduler_name, pack.scoring_strategy.type, pack.percentage_of_nodes_to_score,
+            pack.plugins.cloud_burst, weights(pack)) == (
+        "pack", "MostAllocated", 100, False, {"NodeResourcesFit": 1})
+    # the process's settings are the first profile's: one lease, one bind pool
+    assert pack.leader_election == spread.leader_election
+    assert pack.bind_concurrency == spread.bind_concurrency == 7
+    assert spread.leader_election.lease_name == "spread"
+    found = errors(profiles=[{"schedulerName": "a"}, {"schedulerName": "b", "pluginConfig": [
+        {"name": "NodeResourcesFit", "args": {"scoringStrategy": {"type": "Cheapest"}}}]}])
+    assert any(e.startswith("profiles[1].pluginConfig[0].args.scoringStrategy.type: ")
+               for e in found)
 
 
 def test_a_file_with_both_documents_loads(tmp_path: Path) -> None:
