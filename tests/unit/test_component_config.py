@@ -263,3 +263,16 @@ def test_a_file_with_both_documents_loads(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="one KubeSchedulerConfiguration and one settings "
                                           "document at most, got 2 and 0"):
         load_config(str(path))
+
+
+def test_the_readmes_example_loads_as_it_says(tmp_path: Path) -> None:
+    readme = (Path(__file__).parents[2] / "README.md").read_text()
+    start = readme.index("```yaml\napiVersion: kubescheduler.config.k8s.io/v1")
+    block = readme[start + len("```yaml\n"):readme.index("```", start + 7)]
+    path = tmp_path / "scheduler.yaml"
+    path.write_text(block)
+    config = load_config(str(path))
+    assert [(p.scheduler_name, p.preemption.enabled, p.scoring_strategy.type)
+            for p in config.profiles] == [("pyscheduler", True, "LeastAllocated"),
+                                          ("pyscheduler-pack", False, "MostAllocated")]
+    assert config.virtual_nodes.enabled and config.schedule_fragment is None
