@@ -63,10 +63,16 @@ from pyscheduler.binding import fragment as fragment_stages
 from pyscheduler.binding.default_binder import DefaultBinder
 from pyscheduler.binding.outcome import BOUND_ELSEWHERE, POD_GONE, ends_the_pod
 from pyscheduler.binding.virtual_node_label import VirtualNodeLabel
+from pyscheduler.framework import events
 from pyscheduler.framework.cache import Cache
 from pyscheduler.framework.runtime import SAMPLE_PLUGINS, Framework
 from pyscheduler.framework.status import SUCCESS, Code, Status
-from pyscheduler.framework.interface import CycleContext
+from pyscheduler.framework.interface import (
+    ActionType,
+    ClusterEvent,
+    ClusterEventWithHint,
+    CycleContext,
+)
 from pyscheduler.framework.lifecycle import Lifecycle, UnreserveCause, WaitingRoom
 from pyscheduler.framework.nodetable import BoolArray, NodeInfo, node_info
 from pyscheduler.framework.pipeline import (
@@ -217,7 +223,7 @@ class Scheduler:
         # Claims, volumes, classes and CSI nodes for the volume plugins; claims bound first.
         self.volume_binder = VolumeBinder(
             client, self.cache.table,
-            on_change=lambda event: self.queue.move_all_to_active(event))
+            on_change=self.queue.cluster_event)
         self.informers += self.volume_binder.informers
         # The points after Score (Filter and Score run in the pipelines); the binding plugins
         # are the same for every profile.
@@ -240,6 +246,8 @@ class Scheduler:
         for spread in spreads.values():
             self.informers += spread.informers
         self._first = self.profiles[config.scheduler_name]
+        # A parked pod goes back for the events the plugins that rejected it registered.
+        self.queue.registrations = self._registrations()
         self.scheduled = 0
         self.failed = 0
         self._exported: dict[tuple[str, str], int] = {}
@@ -275,6 +283,20 @@ class Scheduler:
             spread = spreads[spread_key] = SpreadDefaults.for_scheduler(self.client, settings)
         return SchedulingProfile(name, settings, Pipeline(profile, seed=settings.seed),
                                  framework, spread, bursting)
+
+    def _registrations(self) -> dict[str, tuple[ClusterEventWithHint, ...]]:
+        """Every profile's rejecting plugins and the events each registered (a plugin that
+        registers nothing is left out: every event but an assigned pod's moves its pods)."""
+        found: dict[str, tuple[ClusterEventWithHint, ...]] = {}
+        for profile in self.profiles.values():
+            plugins: list[Any] = list(profile.pipeline.profile.filters)
+            if profile.bursting is not None:
+                plugins.append(profile.bursting)
+            for plugin in plugins:
+                register = getattr(plugin, "events_to_register", None)
+                if register is not None:
+                    found[plugin.name] = tuple(register())
+        return found
 
     def _profile_of(self, pod: PodInfo) -> SchedulingProfile:
         """The profile that schedules ``pod`` (by its ``schedulerName``)."""
@@ -321,9 +343,9 @@ class Scheduler:
         spec = obj.get("spec")
         return isinstance(spec, dict) and spec.get("schedulerName") in self.names
 
-    def _pod_added(self, obj: Obj) -> None:
+    def _pod_added(self, obj: Obj, event: bool = True) -> None:
         try:
-            self._apply_pod(obj)
+            self._apply_pod(obj, event)
         except Exception as exc:
             # The informer would log and go on; a pod of ours must not vanish with it.
             log.exception("handling a pod event failed", pod=_key(obj))
@@ -337,7 +359,7 @@ class Scheduler:
         slot = table.slots.get(node)
         return slot is not None and bool(table.virtual[slot])
 
-    def _apply_pod(self, obj: Obj) -> None:
+    def _apply_pod(self, obj: Obj, event: bool = True) -> None:
         spec = obj.get("spec") or {}
         meta = obj.get("metadata") or {}
         uid = str(meta.get("uid") or "")
@@ -354,12 +376,15 @@ class Scheduler:
                 self.observer.pod_seen(obj)
             if phase not in ("Succeeded", "Failed") and self.cache.confirm(
                     uid, node, meta.get("labels") or {}):
-                return  # our own binding coming back: already counted, nothing to parse
+                # Our own binding coming back: already counted, nothing to parse.
+                self.queue.cluster_event(events.ASSIGNED_POD_ADD, None, obj, "AssignedPodAdd")
+                return
             if self.queue.waiting(uid):
                 self.queue.delete(uid)
             if phase in ("Succeeded", "Failed"):
                 self.cache.remove_pod(uid)
-                self.queue.move_all_to_active("AssignedPodDelete")
+                self.queue.cluster_event(events.ASSIGNED_POD_DELETE, obj, None,
+                                         "AssignedPodDelete")
                 return
             try:
                 self.cache.add_pod(pod_info(obj))
@@ -368,6 +393,8 @@ class Scheduler:
                 log.warning("assigned pod has an invalid spec", pod=_key(obj), error=str(exc))
                 if exc.partial is not None:
                     self.cache.add_pod(exc.partial)
+            if event:
+                self.queue.cluster_event(events.ASSIGNED_POD_ADD, None, obj, "AssignedPodAdd")
             return
         if not self._is_ours(obj) or meta.get("deletionTimestamp") or phase in (
                 "Succeeded", "Failed"):
@@ -400,7 +427,15 @@ class Scheduler:
                 # A status write of a pod counted on its node (the kubelet starting it): most
                 # updates a cluster sends, and nothing the cache counts changed.
                 return
-        self._pod_added(new)
+        action = _assigned_pod_update(old, new) if node and (old.get("spec") or {}).get(
+            "nodeName") == node else None
+        if action is None:
+            self._pod_added(new)
+            return
+        # An assigned pod changed (labels, resources, tolerations): counted anew, and the
+        # pods that change may help told.
+        self._pod_added(new, event=False)
+        self.queue.cluster_event(ClusterEvent(events.POD, action), old, new, "AssignedPodUpdate")
 
     def _pod_deleted(self, obj: Obj) -> None:
         uid = str((obj.get("metadata") or {}).get("uid") or "")
@@ -414,7 +449,7 @@ class Scheduler:
         if self.preemption is not None:
             self.preemption.forget(uid)
         if self.cache.remove_pod(uid) is not None:
-            self.queue.move_all_to_active("AssignedPodDelete")
+            self.queue.cluster_event(events.ASSIGNED_POD_DELETE, obj, None, "AssignedPodDelete")
             if self.observer is not None:
                 self.observer.capacity_freed()
 
@@ -423,16 +458,26 @@ class Scheduler:
         table = self.cache.table
         before = table.infos[table.slots[info.name]] if info.name in table.slots else None
         self.cache.set_node(info)
-        if before is None or _node_changed(before, info):
-            self.queue.move_all_to_active("NodeAdd" if before is None else "NodeUpdate")
-            if self.observer is not None and info.pool is None:
-                self.observer.capacity_freed()
+        if before is None:
+            self.queue.cluster_event(events.NODE_ADD, None, info, "NodeAdd")
+        else:
+            action = events.node_update(before, info)
+            if action is None:
+                return  # a heartbeat: nothing scheduling reads changed
+            self.queue.cluster_event(ClusterEvent(events.NODE, action), before, info,
+                                     "NodeUpdate")
+        if self.observer is not None and info.pool is None:
+            self.observer.capacity_freed()
 
     def _node_deleted(self, obj: Obj) -> None:
         name = str((obj.get("metadata") or {}).get("name") or "")
         if self.preemption is not None:
             self.preemption.node_gone(name)
+        slot = self.cache.table.slots.get(name)
+        info = self.cache.table.infos[slot] if slot is not None else None
         self.cache.remove_node(name)
+        if info is not None:
+            self.queue.cluster_event(events.NODE_DELETE, info, None, "NodeDelete")
 
     def _namespace_set(self, obj: Obj) -> None:
         meta = obj.get("metadata") or {}
@@ -679,12 +724,16 @@ class Scheduler:
                 node = post.node
             if node is None:
                 # kube's FitError text: the filters' diagnosis, then the PostFilter reasons.
-                message = filtered.result.filtered.diagnose().message()
+                diagnosis = filtered.result.filtered.diagnose()
+                message = diagnosis.message()
                 if run.reasons:
                     message = f"{message} {', '.join(run.reasons)}"
                 self.failed += 1
                 self._observe("unschedulable", start, pod)
-                self.queue.requeue_unschedulable(pod.uid)
+                # Back for what may help: the filters that said no, the burst pass and the
+                # pod's own post-filter logic if they ran.
+                self.queue.requeue_unschedulable(pod.uid, diagnosis.plugins | (
+                    run.tried & {CloudBurst.name, fragment_stages.Fragment.name}))
                 self._spawn(self._set_unschedulable(pod, message, "Unschedulable", decision))
                 return
         if self.preemption is not None:
@@ -1051,13 +1100,18 @@ class Scheduler:
         self._spawn(self._set_unschedulable(placeholder, message, "Unschedulable"))
 
 
-def _node_changed(old: NodeInfo, new: NodeInfo) -> bool:
-    """Whether a node changed in a way that may make pending pods fit (its heartbeat alone
-    does not)."""
-    return (old.labels != new.labels or old.taints != new.taints
-            or old.allocatable != new.allocatable or old.unschedulable != new.unschedulable
-            or old.ready != new.ready or old.max_instance_cpu != new.max_instance_cpu
-            or old.max_instance_memory != new.max_instance_memory)
+def _assigned_pod_update(old: Obj, new: Obj) -> ActionType | None:
+    """What changed on an assigned pod that may help pods waiting (kube's
+    ``AssignedPodUpdate`` actions), from the objects; None: nothing such."""
+    action = ActionType(0)
+    if (old.get("metadata") or {}).get("labels") != (new.get("metadata") or {}).get("labels"):
+        action |= ActionType.UPDATE_POD_LABEL
+    before, after = old.get("spec") or {}, new.get("spec") or {}
+    if before.get("containers") != after.get("containers"):
+        action |= ActionType.UPDATE_POD_SCALE_DOWN  # resized in place: it may have shrunk
+    if before.get("tolerations") != after.get("tolerations"):
+        action |= ActionType.UPDATE_POD_TOLERATION
+    return action or None
 
 
 def _cause(status: Status, rejected: UnreserveCause) -> UnreserveCause:

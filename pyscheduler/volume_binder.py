@@ -25,11 +25,11 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Callable
-from typing import ClassVar
+from typing import Any, ClassVar
 
 import structlog
 
-from pyscheduler.framework.interface import CycleContext
+from pyscheduler.framework.interface import ActionType, ClusterEvent, CycleContext
 from pyscheduler.framework.nodetable import NodeTable
 from pyscheduler.framework.pod import PodInfo
 from pyscheduler.framework.status import Code, Status
@@ -50,7 +50,7 @@ class VolumeBinder:
     name: ClassVar[str] = "VolumeBinding"
 
     def __init__(self, client: KubeClient, table: NodeTable, *,
-                 on_change: Callable[[str], None], bind_timeout_seconds: float = 600.0,
+                 on_change: Callable[[ClusterEvent, Any, Any, str], None], bind_timeout_seconds: float = 600.0,
                  poll_seconds: float = 0.1) -> None:
         self.client = client
         self.catalog: VolumeCatalog = table.volumes
@@ -64,15 +64,15 @@ class VolumeBinder:
                      delete: Callable[[Obj], None]) -> Informer:
             def added(obj: Obj) -> None:
                 set_(obj)
-                on_change(f"{event}Add")
+                on_change(ClusterEvent(event, ActionType.ADD), None, obj, f"{event}Add")
 
             def updated(old: Obj, new: Obj) -> None:
                 set_(new)
-                on_change(f"{event}Update")
+                on_change(ClusterEvent(event, ActionType.UPDATE), old, new, f"{event}Update")
 
             def deleted(obj: Obj) -> None:
                 delete(obj)
-                on_change(f"{event}Delete")
+                on_change(ClusterEvent(event, ActionType.DELETE), obj, None, f"{event}Delete")
             return Informer(client, path, name=name, on_add=added, on_update=updated,
                             on_delete=deleted)
 

@@ -179,6 +179,9 @@ class Diagnosis:
     reasons: collections.Counter[str]
     unresolvable: bool  # every rejected node failed for a reason no pod move can fix
     prefilter: str = ""  # a rejection before any node was looked at (kube's PreFilterMsg)
+    #: The filters that rejected a node, or the pod (kube's UnschedulablePlugins): only the
+    #: events they registered move the pod back.
+    plugins: frozenset[str] = frozenset()
 
     def message(self) -> str:
         """kube-scheduler's FitError text."""
@@ -200,15 +203,18 @@ class FilterOutcome:
         reasons: collections.Counter[str] = collections.Counter()
         # kube runs every PreFilter before any Filter: a rejection of the pod as a whole wins,
         # whichever plugin's filter turned down the nodes first here.
-        prefilter = next((r.message for _, result in self.results for r in result.reasons
-                          if r.prefilter and r.failed[: len(remaining)].any()), "")
+        prefilter, by = next(((r.message, name) for name, result in self.results
+                              for r in result.reasons
+                              if r.prefilter and r.failed[: len(remaining)].any()), ("", ""))
+        rejectors = {by} if by else set()
         all_unresolvable = True
-        for _, result in self.results:
+        for name, result in self.results:
             if result.passed is None:
                 continue
             rejected = remaining & ~result.passed
             if not rejected.any():
                 continue
+            rejectors.add(name)
             charged = np.zeros_like(rejected)
             for reason in result.reasons:
                 hit = rejected & reason.failed[: len(rejected)]
@@ -225,7 +231,7 @@ class FilterOutcome:
                 all_unresolvable = False
             remaining &= result.passed
         return Diagnosis(int(self.valid.sum()), reasons, all_unresolvable and bool(reasons),
-                         prefilter)
+                         prefilter, frozenset(rejectors))
 
 
 @dataclass(slots=True)

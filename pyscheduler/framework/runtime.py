@@ -93,6 +93,8 @@ class Run:
     skipped: frozenset[str] = frozenset()
     #: PostFilter: the reasons of the plugins that tried and could not help, in order.
     reasons: tuple[str, ...] = ()
+    #: PostFilter: the plugins that ran and could not help.
+    tried: frozenset[str] = frozenset()
     deferred: tuple[str, Awaitable[Any]] | None = None
 
 
@@ -166,6 +168,7 @@ class Framework:
         last: list[PostFilterResult] = []  # the last result a plugin that did not help gave
         only: frozenset[str] | None = None
         rejector = ""
+        tried: set[str] = set()
 
         def ended(status: Status, postfilter: PostFilterResult | None = None,
                   deferred: tuple[str, Awaitable[Any]] | None = None) -> Run:
@@ -174,7 +177,8 @@ class Framework:
                 status = Status(status.code, kept, status.plugin)
             return self._ended("PostFilter", start, Run(
                 status, postfilter=postfilter if postfilter is not None else (
-                    last[-1] if last else None), reasons=kept, deferred=deferred))
+                    last[-1] if last else None), reasons=kept, deferred=deferred,
+                tried=frozenset(tried)))
 
         def attempt(plugin: PostFilterPlugin) -> Run | None:
             nonlocal only, filtered, rejector
@@ -194,6 +198,7 @@ class Framework:
                 # Wait or Pending are no PostFilter answers: kube counts them as errors.
                 return ended(Status(Code.ERROR, status.reasons, plugin.name,
                                     status.error or status.as_error()))
+            tried.add(plugin.name)
             if status.message:
                 reasons[plugin.name] = status.message
             if answer is not None:

@@ -13,6 +13,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, ClassVar
 
+from pyscheduler.framework.events import on
+from pyscheduler.framework.interface import ActionType, ClusterEventWithHint
 from pyscheduler.api.names import BURST_ANNOTATION, NEVER
 from pyscheduler.framework.interface import CycleContext, FilterResult
 
@@ -54,6 +56,10 @@ class BurstEligible:
     """Filter (burst pass): every virtual node fails for a pod that may not burst."""
 
     name: ClassVar[str] = NAME
+
+    def events_to_register(self) -> tuple[ClusterEventWithHint, ...]:
+        """The events that may make a pod this plugin rejected schedulable."""
+        return (on("Node", ActionType.ADD),)
 
     def filter(self, ctx: CycleContext) -> FilterResult:
         if not ctx.virtual_pass:

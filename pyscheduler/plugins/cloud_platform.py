@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from typing import ClassVar
 
+from pyscheduler.framework.events import on
+from pyscheduler.framework.interface import ActionType, ClusterEventWithHint
 from pyscheduler.api.names import PLATFORM_LABEL
 from pyscheduler.framework.interface import CycleContext, FilterResult
 
@@ -23,6 +25,10 @@ class CloudPlatform:
     """Filter (burst pass): virtual nodes of another platform than the pod asks for fail."""
 
     name: ClassVar[str] = NAME
+
+    def events_to_register(self) -> tuple[ClusterEventWithHint, ...]:
+        """The events that may make a pod this plugin rejected schedulable."""
+        return (on("Node", ActionType.ADD | ActionType.UPDATE_NODE_LABEL),)
 
     def filter(self, ctx: CycleContext) -> FilterResult:
         if not ctx.virtual_pass:

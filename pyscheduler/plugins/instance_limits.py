@@ -14,6 +14,8 @@ from typing import ClassVar
 
 import numpy as np
 
+from pyscheduler.framework.events import on
+from pyscheduler.framework.interface import ActionType, ClusterEventWithHint
 from pyscheduler.framework.interface import CycleContext, FilterResult, Reason
 
 __all__ = ["ERR_LIMITS_UNKNOWN", "NAME", "InstanceLimits"]
@@ -26,6 +28,10 @@ class InstanceLimits:
     """Filter (burst pass): pools whose largest instance is smaller than the pod fail."""
 
     name: ClassVar[str] = NAME
+
+    def events_to_register(self) -> tuple[ClusterEventWithHint, ...]:
+        """The events that may make a pod this plugin rejected schedulable."""
+        return (on("Node", ActionType.ADD | ActionType.UPDATE_NODE_ANNOTATION | ActionType.UPDATE_NODE_ALLOCATABLE),)
 
     def filter(self, ctx: CycleContext) -> FilterResult:
         if not ctx.virtual_pass:

@@ -57,6 +57,8 @@ from typing import ClassVar
 
 import numpy as np
 
+from pyscheduler.framework.events import on
+from pyscheduler.framework.interface import ActionType, ClusterEventWithHint
 from pyscheduler.api.labels import LabelSelector
 from pyscheduler.framework.interface import (
     MAX_NODE_SCORE,
@@ -244,6 +246,12 @@ class InterPodAffinity:
     """
 
     name: ClassVar[str] = NAME
+
+    def events_to_register(self) -> tuple[ClusterEventWithHint, ...]:
+        """The events that may make a pod this plugin rejected schedulable (kube's, with
+        queueing hints on)."""
+        return (on("Pod", ActionType.ADD | ActionType.UPDATE_POD_LABEL | ActionType.DELETE),
+                on("Node", ActionType.ADD | ActionType.UPDATE_NODE_LABEL))
 
     def __init__(self, *, hard_pod_affinity_weight: int = DEFAULT_HARD_POD_AFFINITY_WEIGHT,
                  ignore_preferred_terms_of_existing_pods: bool = False) -> None:

@@ -46,6 +46,8 @@ from typing import ClassVar, cast
 
 import numpy as np
 
+from pyscheduler.framework.events import on
+from pyscheduler.framework.interface import ActionType, ClusterEventWithHint
 from pyscheduler.api.validation import is_valid_label_value
 from pyscheduler.framework.interface import MAX_NODE_SCORE, CycleContext, FilterResult, Reason
 from pyscheduler.framework.nodetable import BoolArray, IntArray, NodeTable, RowView
@@ -235,6 +237,11 @@ class NodeAffinity:
     """Filter on ``nodeSelector`` + required node affinity; score preferred node affinity."""
 
     name: ClassVar[str] = NAME
+
+    def events_to_register(self) -> tuple[ClusterEventWithHint, ...]:
+        """The events that may make a pod this plugin rejected schedulable (kube's, with
+        queueing hints on)."""
+        return (on("Node", ActionType.ADD | ActionType.UPDATE_NODE_LABEL),)
 
     def filter_row(self, ctx: CycleContext, slot: int) -> bool:
         """:meth:`filter`'s verdict for one row (the pipeline's incremental path): immediate

@@ -18,6 +18,8 @@ from typing import ClassVar
 
 import numpy as np
 
+from pyscheduler.framework.events import on
+from pyscheduler.framework.interface import ActionType, ClusterEventWithHint
 from pyscheduler.framework.interface import CycleContext, FilterResult
 
 __all__ = ["ERR_REASON", "NAME", "NodeName"]
@@ -31,6 +33,11 @@ class NodeName:
     """Filter: only the node named by ``spec.nodeName`` passes."""
 
     name: ClassVar[str] = NAME
+
+    def events_to_register(self) -> tuple[ClusterEventWithHint, ...]:
+        """The events that may make a pod this plugin rejected schedulable (kube's, with
+        queueing hints on)."""
+        return (on("Node", ActionType.ADD),)
 
     def filter(self, ctx: CycleContext) -> FilterResult:
         wanted = ctx.pod.node_name

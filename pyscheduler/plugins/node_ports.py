@@ -18,6 +18,8 @@ from __future__ import annotations
 
 from typing import ClassVar
 
+from pyscheduler.framework.events import on
+from pyscheduler.framework.interface import ActionType, ClusterEventWithHint
 from pyscheduler.framework.interface import CycleContext, FilterResult, Reason
 from pyscheduler.framework.nodetable import BoolArray
 
@@ -34,6 +36,12 @@ class NodePorts:
     """Filter: nodes where a requested host port is already taken fail."""
 
     name: ClassVar[str] = NAME
+
+    def events_to_register(self) -> tuple[ClusterEventWithHint, ...]:
+        """The events that may make a pod this plugin rejected schedulable (kube's, with
+        queueing hints on)."""
+        return (on("Pod", ActionType.DELETE),
+                on("Node", ActionType.ADD))
 
     def filter(self, ctx: CycleContext) -> FilterResult:
         table = ctx.table

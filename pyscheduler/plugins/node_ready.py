@@ -14,6 +14,8 @@ from __future__ import annotations
 
 from typing import ClassVar
 
+from pyscheduler.framework.events import on
+from pyscheduler.framework.interface import ActionType, ClusterEventWithHint
 from pyscheduler.framework.interface import CycleContext, FilterResult, Reason
 
 __all__ = ["ERR_REASON_NOT_READY", "NAME", "NodeReady"]
@@ -26,6 +28,10 @@ class NodeReady:
     """Filter: rows whose node reports Ready False or Unknown fail."""
 
     name: ClassVar[str] = NAME
+
+    def events_to_register(self) -> tuple[ClusterEventWithHint, ...]:
+        """The events that may make a pod this plugin rejected schedulable."""
+        return (on("Node", ActionType.ADD | ActionType.UPDATE_NODE_CONDITION),)
 
     def filter(self, ctx: CycleContext) -> FilterResult:
         down = ctx.table.not_ready[: ctx.n]

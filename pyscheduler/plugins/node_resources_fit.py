@@ -55,6 +55,8 @@ from typing import ClassVar
 
 import numpy as np
 
+from pyscheduler.framework.events import on
+from pyscheduler.framework.interface import ActionType, ClusterEventWithHint
 from pyscheduler.framework.interface import MAX_NODE_SCORE, CycleContext, FilterResult, Reason
 from pyscheduler.framework.nodetable import (
     CPU,
@@ -179,6 +181,12 @@ class NodeResourcesFit:
     RequestedToCapacityRatio (``shape``: (utilization, score) points) or MostFreeMemory."""
 
     name: ClassVar[str] = NAME
+
+    def events_to_register(self) -> tuple[ClusterEventWithHint, ...]:
+        """The events that may make a pod this plugin rejected schedulable (kube's, with
+        queueing hints on)."""
+        return (on("Pod", ActionType.DELETE | ActionType.UPDATE_POD_SCALE_DOWN),
+                on("Node", ActionType.ADD | ActionType.UPDATE_NODE_ALLOCATABLE))
 
     def __init__(self, *, strategy: str = LEAST_ALLOCATED,
                  resources: Sequence[tuple[str, int]] = DEFAULT_RESOURCES,

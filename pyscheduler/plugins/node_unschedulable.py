@@ -16,6 +16,8 @@ from __future__ import annotations
 
 from typing import ClassVar
 
+from pyscheduler.framework.events import on
+from pyscheduler.framework.interface import ActionType, ClusterEventWithHint
 from pyscheduler.framework.interface import CycleContext, FilterResult, Reason
 from pyscheduler.framework.pod import Toleration
 
@@ -44,6 +46,12 @@ class NodeUnschedulable:
     """Filter: cordoned nodes fail unless the pod tolerates the unschedulable taint."""
 
     name: ClassVar[str] = NAME
+
+    def events_to_register(self) -> tuple[ClusterEventWithHint, ...]:
+        """The events that may make a pod this plugin rejected schedulable (kube's, with
+        queueing hints on)."""
+        return (on("Node", ActionType.ADD | ActionType.UPDATE_NODE_TAINT),
+                on("Pod", ActionType.UPDATE_POD_TOLERATION))
 
     def filter(self, ctx: CycleContext) -> FilterResult:
         if tolerates_unschedulable(ctx.pod.tolerations):

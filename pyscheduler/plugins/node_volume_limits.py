@@ -30,6 +30,8 @@ from typing import ClassVar
 
 import numpy as np
 
+from pyscheduler.framework.events import on
+from pyscheduler.framework.interface import ActionType, ClusterEventWithHint
 from pyscheduler.framework.interface import CycleContext, FilterResult, Reason
 from pyscheduler.framework.nodetable import IntArray, NodeTable
 from pyscheduler.framework.pod import PodInfo
@@ -105,6 +107,14 @@ def _attached(catalog: VolumeCatalog, pods: Iterable[PodInfo], driver: str) -> s
 
 class NodeVolumeLimits:
     name: ClassVar[str] = NAME
+
+    def events_to_register(self) -> tuple[ClusterEventWithHint, ...]:
+        """The events that may make a pod this plugin rejected schedulable (kube's, with
+        queueing hints on)."""
+        return (on("CSINode", ActionType.ADD | ActionType.UPDATE),
+                on("Pod", ActionType.DELETE),
+                on("PersistentVolumeClaim", ActionType.ADD),
+                on("VolumeAttachment", ActionType.DELETE))
 
     def __init__(self) -> None:
         self._limits: dict[str, IntArray] = {}

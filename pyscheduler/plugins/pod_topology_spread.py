@@ -80,6 +80,8 @@ from typing import ClassVar
 import numpy as np
 import numpy.typing as npt
 
+from pyscheduler.framework.events import on
+from pyscheduler.framework.interface import ActionType, ClusterEventWithHint
 from pyscheduler.framework.interface import (
     MAX_NODE_SCORE,
     CycleContext,
@@ -388,6 +390,12 @@ class PodTopologySpread:
     """Filter and score plugin; keeps only caches (domains, terminating pods) between calls."""
 
     name: ClassVar[str] = NAME
+
+    def events_to_register(self) -> tuple[ClusterEventWithHint, ...]:
+        """The events that may make a pod this plugin rejected schedulable (kube's, with
+        queueing hints on)."""
+        return (on("Pod", ActionType.ADD | ActionType.UPDATE_POD_LABEL | ActionType.UPDATE_POD_TOLERATION | ActionType.DELETE),
+                on("Node", ActionType.ADD | ActionType.DELETE | ActionType.UPDATE_NODE_LABEL | ActionType.UPDATE_NODE_TAINT))
 
     def __init__(self) -> None:
         self._terminating = _TerminatingPods()

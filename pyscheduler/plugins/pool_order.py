@@ -13,6 +13,8 @@ from typing import ClassVar
 
 import numpy as np
 
+from pyscheduler.framework.events import on
+from pyscheduler.framework.interface import ActionType, ClusterEventWithHint
 from pyscheduler.api.names import virtual_node_name
 from pyscheduler.framework.interface import MAX_NODE_SCORE, CycleContext, FilterResult
 from pyscheduler.framework.nodetable import BoolArray, IntArray
@@ -26,6 +28,10 @@ class PoolOrder:
     """Filter: pools not configured here fail (burst pass). Score: the configured order."""
 
     name: ClassVar[str] = NAME
+
+    def events_to_register(self) -> tuple[ClusterEventWithHint, ...]:
+        """The events that may make a pod this plugin rejected schedulable."""
+        return (on("Node", ActionType.ADD),)
 
     def __init__(self, pools: Sequence[str]) -> None:
         self.pools = tuple(pools)

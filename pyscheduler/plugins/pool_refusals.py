@@ -15,6 +15,8 @@ from typing import ClassVar
 
 import numpy as np
 
+from pyscheduler.framework.events import on
+from pyscheduler.framework.interface import ActionType, ClusterEventWithHint
 from pyscheduler.framework.interface import CycleContext, FilterResult
 
 __all__ = ["ERR_REFUSED", "NAME", "PoolRefusals"]
@@ -27,6 +29,11 @@ class PoolRefusals:
     """Filter (burst pass): pools that refused a pod this large lately fail."""
 
     name: ClassVar[str] = NAME
+
+    def events_to_register(self) -> tuple[ClusterEventWithHint, ...]:
+        """The events that may make a pod this plugin rejected schedulable."""
+        return (on("Node", ActionType.ADD | ActionType.UPDATE),
+                on("Pod", ActionType.DELETE))
 
     def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
         self.clock = clock

@@ -40,6 +40,8 @@ from typing import ClassVar
 
 import numpy as np
 
+from pyscheduler.framework.events import on
+from pyscheduler.framework.interface import ActionType, ClusterEventWithHint
 from pyscheduler.api.names import PROVIDER_TAINT_KEY
 from pyscheduler.framework.interface import MAX_NODE_SCORE, CycleContext, FilterResult, Reason
 from pyscheduler.framework.nodetable import BoolArray, IntArray, Taint
@@ -70,6 +72,12 @@ class TaintToleration:
     untolerated PreferNoSchedule taints."""
 
     name: ClassVar[str] = NAME
+
+    def events_to_register(self) -> tuple[ClusterEventWithHint, ...]:
+        """The events that may make a pod this plugin rejected schedulable (kube's, with
+        queueing hints on)."""
+        return (on("Node", ActionType.ADD | ActionType.UPDATE_NODE_TAINT),
+                on("Pod", ActionType.UPDATE_POD_TOLERATION))
 
     def filter(self, ctx: CycleContext) -> FilterResult:
         n, tolerations = ctx.n, ctx.pod.tolerations

@@ -48,6 +48,8 @@ from typing import ClassVar
 
 import numpy as np
 
+from pyscheduler.framework.events import on
+from pyscheduler.framework.interface import ActionType, ClusterEventWithHint
 from pyscheduler.framework.interface import CycleContext, FilterResult, Reason
 from pyscheduler.framework.nodetable import BoolArray, IntArray, NodeTable
 from pyscheduler.framework.volumes import (
@@ -234,6 +236,17 @@ class VolumeBinding:
     """Filter: claims exist and can be bound (or are bound) where the node is."""
 
     name: ClassVar[str] = NAME
+
+    def events_to_register(self) -> tuple[ClusterEventWithHint, ...]:
+        """The events that may make a pod this plugin rejected schedulable (kube's, with
+        queueing hints on)."""
+        return (on("StorageClass", ActionType.ADD | ActionType.UPDATE),
+                on("PersistentVolumeClaim", ActionType.ADD | ActionType.UPDATE),
+                on("PersistentVolume", ActionType.ADD | ActionType.UPDATE),
+                on("Node", ActionType.ADD | ActionType.UPDATE_NODE_LABEL),
+                on("CSINode", ActionType.ADD | ActionType.UPDATE),
+                on("CSIDriver", ActionType.UPDATE),
+                on("CSIStorageCapacity", ActionType.ADD | ActionType.UPDATE))
 
     def filter(self, ctx: CycleContext) -> FilterResult:
         if not ctx.pod.claims:

@@ -20,6 +20,8 @@ from typing import ClassVar
 
 import numpy as np
 
+from pyscheduler.framework.events import on
+from pyscheduler.framework.interface import ActionType, ClusterEventWithHint
 from pyscheduler.framework.interface import CycleContext, FilterResult, Reason
 from pyscheduler.framework.volumes import READ_WRITE_ONCE_POD, claim_refs, not_found
 
@@ -32,6 +34,13 @@ ERR_REASON_RWOP = ("node has pod using PersistentVolumeClaim with the same name 
 
 class VolumeRestrictions:
     name: ClassVar[str] = NAME
+
+    def events_to_register(self) -> tuple[ClusterEventWithHint, ...]:
+        """The events that may make a pod this plugin rejected schedulable (kube's, with
+        queueing hints on)."""
+        return (on("Pod", ActionType.DELETE),
+                on("Node", ActionType.ADD),
+                on("PersistentVolumeClaim", ActionType.ADD))
 
     def filter(self, ctx: CycleContext) -> FilterResult:
         pod = ctx.pod

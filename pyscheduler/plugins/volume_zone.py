@@ -26,6 +26,8 @@ from typing import ClassVar
 
 import numpy as np
 
+from pyscheduler.framework.events import on
+from pyscheduler.framework.interface import ActionType, ClusterEventWithHint
 from pyscheduler.framework.interface import CycleContext, FilterResult, Reason
 from pyscheduler.framework.nodetable import BoolArray, NodeTable
 from pyscheduler.framework.volumes import WAIT_FOR_FIRST_CONSUMER, claim_refs, not_found
@@ -96,6 +98,14 @@ def _any_value(table: NodeTable, key: str, values: frozenset[str]) -> BoolArray:
 
 class VolumeZone:
     name: ClassVar[str] = NAME
+
+    def events_to_register(self) -> tuple[ClusterEventWithHint, ...]:
+        """The events that may make a pod this plugin rejected schedulable (kube's, with
+        queueing hints on)."""
+        return (on("StorageClass", ActionType.ADD),
+                on("Node", ActionType.ADD | ActionType.UPDATE_NODE_LABEL),
+                on("PersistentVolumeClaim", ActionType.ADD | ActionType.UPDATE),
+                on("PersistentVolume", ActionType.ADD | ActionType.UPDATE))
 
     def filter(self, ctx: CycleContext) -> FilterResult:
         if not ctx.pod.claims:

@@ -14,7 +14,8 @@ from __future__ import annotations
 import dataclasses
 from typing import ClassVar
 
-from pyscheduler.framework.interface import CycleContext
+from pyscheduler.framework.events import on
+from pyscheduler.framework.interface import ActionType, ClusterEventWithHint, CycleContext
 from pyscheduler.framework.pipeline import Filtered, Pipeline, Profile, explain
 from pyscheduler.framework.status import SUCCESS, Code, PostFilterResult, Status
 from pyscheduler.postfilter import BURSTING
@@ -27,6 +28,14 @@ class CloudBurst:
 
     def __init__(self, profile: Profile, *, seed: int | None = None) -> None:
         self.pipeline = Pipeline(profile, seed=seed)
+
+    def events_to_register(self) -> tuple[ClusterEventWithHint, ...]:
+        """What may let a pool take a pod it refused: any change of a node (virtual nodes
+        carry the pools' quota, limits and health), a pod deleted, a volume object changed.
+        (A pool's refusal expires with time: the queue's periodic flush retries.)"""
+        return (on("Node", ActionType.ALL), on("Pod", ActionType.DELETE),
+                *(on(kind, ActionType.ADD | ActionType.UPDATE) for kind in (
+                    "PersistentVolumeClaim", "PersistentVolume", "StorageClass", "CSINode")))
 
     def post_filter(self, ctx: CycleContext,
                     filtered: Filtered) -> tuple[PostFilterResult | None, Status]:

@@ -1,0 +1,55 @@
+"""Cluster events, as the plugins register them and the informers report them (kube's
+``framework.ClusterEvent`` and its ``ActionType``s).
+
+A plugin that rejects a pod says which events may make it schedulable again
+(:class:`~pyscheduler.framework.interface.EnqueueExtensions`); the queue moves a parked pod
+only for an event one of the plugins that rejected it registered. The informer handlers say
+what changed on a node with :func:`node_update`, as kube's event handlers do.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+from pyscheduler.framework.interface import ActionType, ClusterEvent, ClusterEventWithHint
+from pyscheduler.framework.nodetable import NodeInfo
+
+__all__ = [
+    "ASSIGNED_POD_ADD",
+    "ASSIGNED_POD_DELETE",
+    "NODE",
+    "NODE_ADD",
+    "POD",
+    "node_update",
+    "on",
+]
+
+NODE: Final = "Node"
+POD: Final = "Pod"
+NODE_ADD: Final = ClusterEvent(NODE, ActionType.ADD)
+NODE_DELETE: Final = ClusterEvent(NODE, ActionType.DELETE)
+ASSIGNED_POD_ADD: Final = ClusterEvent(POD, ActionType.ADD)
+ASSIGNED_POD_DELETE: Final = ClusterEvent(POD, ActionType.DELETE)
+
+
+def on(resource: str, action: ActionType) -> ClusterEventWithHint:
+    """A registration without a hint: every such event may help."""
+    return ClusterEventWithHint(ClusterEvent(resource, action))
+
+
+def node_update(old: NodeInfo, new: NodeInfo) -> ActionType | None:
+    """What changed on a node, as kube names it; None when nothing scheduling reads did (a
+    heartbeat)."""
+    action = ActionType(0)
+    if old.allocatable != new.allocatable:
+        action |= ActionType.UPDATE_NODE_ALLOCATABLE
+    if old.labels != new.labels:
+        action |= ActionType.UPDATE_NODE_LABEL
+    if old.taints != new.taints or old.unschedulable != new.unschedulable:
+        action |= ActionType.UPDATE_NODE_TAINT
+    if old.ready != new.ready:
+        action |= ActionType.UPDATE_NODE_CONDITION
+    if (old.max_instance_cpu, old.max_instance_memory, old.price_per_cpu_hour) != (
+            new.max_instance_cpu, new.max_instance_memory, new.price_per_cpu_hour):
+        action |= ActionType.UPDATE_NODE_ANNOTATION  # a cloud pool's instance limits
+    return action or None
