@@ -64,6 +64,7 @@ from pyscheduler.binding.default_binder import DefaultBinder
 from pyscheduler.binding.outcome import BOUND_ELSEWHERE, POD_GONE, ends_the_pod
 from pyscheduler.binding.virtual_node_label import VirtualNodeLabel
 from pyscheduler.framework import events
+from pyscheduler.framework.events import ClusterListener
 from pyscheduler.framework.cache import Cache
 from pyscheduler.framework.runtime import SAMPLE_PLUGINS, Framework
 from pyscheduler.framework.status import SUCCESS, Code, Status
@@ -248,6 +249,11 @@ class Scheduler:
         self._first = self.profiles[config.scheduler_name]
         # A parked pod goes back for the events the plugins that rejected it registered.
         self.queue.registrations = self._registrations()
+        #: The plugins (and the waiting room) that keep state per pod or node.
+        self._listeners: tuple[ClusterListener, ...] = _listeners(
+            self.permits, self.preemption, self.volume_binder, self.fragment,
+            *(plugin for profile in self.profiles.values()
+              for plugin in (*profile.framework.post_filter, *profile.pipeline.profile.filters)))
         self.scheduled = 0
         self.failed = 0
         self._exported: dict[tuple[str, str], int] = {}
@@ -365,9 +371,9 @@ class Scheduler:
         uid = str(meta.get("uid") or "")
         phase = (obj.get("status") or {}).get("phase")
         node = spec.get("nodeName")
-        if self.preemption is not None and (node or meta.get("deletionTimestamp")
-                                           or phase in ("Succeeded", "Failed")):
-            self.preemption.forget(uid)
+        if node or meta.get("deletionTimestamp") or phase in ("Succeeded", "Failed"):
+            for listener in self._listeners:
+                listener.pod_settled(uid)
         if node:
             # The label as well as the node: the pods informer may deliver a pod before the
             # nodes informer has delivered its virtual node (a new leader's first lists).
@@ -407,8 +413,8 @@ class Scheduler:
         self.bad_pods.pop(uid, None)
         if self.cache.is_assumed(uid):
             return  # our binding is in flight; the bound version will follow
-        if self.preemption is not None:
-            self.preemption.pod_pending(pod)
+        for listener in self._listeners:
+            listener.pod_pending(pod)
         self.queue.add(pod)
 
     def _pod_updated(self, old: Obj, new: Obj) -> None:
@@ -443,11 +449,8 @@ class Scheduler:
             self.observer.pod_gone(uid)
         self.queue.delete(uid)
         self.bad_pods.pop(uid, None)
-        self.permits.gone(uid)
-        self.fragment.forget(uid)
-        self.volume_binder.forget(uid)
-        if self.preemption is not None:
-            self.preemption.forget(uid)
+        for listener in self._listeners:
+            listener.pod_gone(uid)
         if self.cache.remove_pod(uid) is not None:
             self.queue.cluster_event(events.ASSIGNED_POD_DELETE, obj, None, "AssignedPodDelete")
             if self.observer is not None:
@@ -471,8 +474,8 @@ class Scheduler:
 
     def _node_deleted(self, obj: Obj) -> None:
         name = str((obj.get("metadata") or {}).get("name") or "")
-        if self.preemption is not None:
-            self.preemption.node_gone(name)
+        for listener in self._listeners:
+            listener.node_gone(name)
         slot = self.cache.table.slots.get(name)
         info = self.cache.table.infos[slot] if slot is not None else None
         self.cache.remove_node(name)
@@ -736,8 +739,8 @@ class Scheduler:
                     run.tried & {CloudBurst.name, fragment_stages.Fragment.name}))
                 self._spawn(self._set_unschedulable(pod, message, "Unschedulable", decision))
                 return
-        if self.preemption is not None:
-            self.preemption.forget(pod.uid)
+        for listener in self._listeners:
+            listener.pod_settled(pod.uid)  # assumed: pending no longer
         self._reserve(entry, node, decision, lifecycle, start, sample)
 
     async def _post_filter_offloaded(self, entry: QueuedPod, answer: Awaitable[Any]) -> None:
@@ -1037,7 +1040,8 @@ class Scheduler:
         """A pod bound (to a real or a virtual node): count it, leave the queue, tell."""
         pod = entry.pod
         self.cache.finish_binding(pod.uid)
-        self.fragment.forget(pod.uid)
+        for listener in self._listeners:
+            listener.pod_settled(pod.uid)
         self.scheduled += 1
         self.queue.done(pod.uid)
         note = f"Successfully assigned {pod.key} to {node}"
@@ -1098,6 +1102,15 @@ class Scheduler:
                               creation="", phase="Pending", deleting=False, gated=False,
                               requests={}, nonzero_cpu=0, nonzero_memory=0, raw=obj)
         self._spawn(self._set_unschedulable(placeholder, message, "Unschedulable"))
+
+
+def _listeners(*candidates: object) -> tuple[ClusterListener, ...]:
+    """Each listener among ``candidates`` once, in order."""
+    found: dict[int, ClusterListener] = {}
+    for candidate in candidates:
+        if isinstance(candidate, ClusterListener):
+            found.setdefault(id(candidate), candidate)
+    return tuple(found.values())
 
 
 def _assigned_pod_update(old: Obj, new: Obj) -> ActionType | None:

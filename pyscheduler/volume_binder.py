@@ -29,6 +29,7 @@ from typing import Any, ClassVar
 
 import structlog
 
+from pyscheduler.framework.events import ClusterListener
 from pyscheduler.framework.interface import ActionType, ClusterEvent, CycleContext
 from pyscheduler.framework.nodetable import NodeTable
 from pyscheduler.framework.pod import PodInfo
@@ -46,7 +47,7 @@ log = structlog.get_logger(__name__)
 BOUND_BY_CONTROLLER = "pv.kubernetes.io/bound-by-controller"
 
 
-class VolumeBinder:
+class VolumeBinder(ClusterListener):
     name: ClassVar[str] = "VolumeBinding"
 
     def __init__(self, client: KubeClient, table: NodeTable, *,
@@ -103,6 +104,9 @@ class VolumeBinder:
         if not chosen.empty:
             self.plans[pod.uid] = chosen
         return None
+
+    def pod_gone(self, uid: str) -> None:
+        self.forget(uid)
 
     def forget(self, uid: str) -> None:
         """Undo :meth:`assume` (the pod's binding failed or it is gone)."""

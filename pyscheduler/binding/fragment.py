@@ -22,6 +22,7 @@ from collections.abc import Awaitable
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol, TypeVar
 
 from pyscheduler.binding.pod_metadata import patch_pod_metadata
+from pyscheduler.framework.events import ClusterListener
 from pyscheduler.framework.interface import CycleContext
 from pyscheduler.framework.lifecycle import (
     Lifecycle,
@@ -114,7 +115,7 @@ def _post_filter_result(lifecycle: Lifecycle, answer: PostFilterAnswer) -> PostF
     return result, Status(Code.UNSCHEDULABLE, reasons)
 
 
-class Fragment:
+class Fragment(ClusterListener):
     name: ClassVar[str] = "Fragment"
 
     def __init__(self, client: KubeClient) -> None:
@@ -148,6 +149,12 @@ class Fragment:
     def forget(self, uid: str) -> None:
         """The pod is bound or gone: no answer of its fragment waits for it any more."""
         self._answered.pop(uid, None)
+
+    def pod_settled(self, uid: str) -> None:
+        self.forget(uid)
+
+    def pod_gone(self, uid: str) -> None:
+        self.forget(uid)
 
     async def reserve(self, ctx: CycleContext, node: str) -> Status | None:
         lifecycle = _of(ctx)

@@ -13,8 +13,10 @@ from typing import Final
 
 from pyscheduler.framework.interface import ActionType, ClusterEvent, ClusterEventWithHint
 from pyscheduler.framework.nodetable import NodeInfo
+from pyscheduler.framework.pod import PodInfo
 
 __all__ = [
+    "ClusterListener",
     "ASSIGNED_POD_ADD",
     "ASSIGNED_POD_DELETE",
     "NODE",
@@ -53,3 +55,22 @@ def node_update(old: NodeInfo, new: NodeInfo) -> ActionType | None:
             new.max_instance_cpu, new.max_instance_memory, new.price_per_cpu_hour):
         action |= ActionType.UPDATE_NODE_ANNOTATION  # a cloud pool's instance limits
     return action or None
+
+
+class ClusterListener:
+    """What a plugin that keeps state per pod or node hears from the informers, beside the
+    events that requeue pods: the scheduler tells every plugin of its profiles that is one.
+    Each does nothing here; a plugin overrides what it needs. Called on the scheduling loop;
+    none may block or raise."""
+
+    def pod_pending(self, pod: PodInfo) -> None:
+        """A pending pod of this scheduler's, as the cluster shows it now."""
+
+    def pod_settled(self, uid: str) -> None:
+        """The pod is no longer pending here: bound (by anyone), being deleted, finished."""
+
+    def pod_gone(self, uid: str) -> None:
+        """The pod was deleted."""
+
+    def node_gone(self, name: str) -> None:
+        """The node left the cluster (before its row is emptied)."""

@@ -29,6 +29,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Literal, Protocol
 
+from pyscheduler.framework.events import ClusterListener
 from pyscheduler.framework.interface import CycleContext
 from pyscheduler.framework.pod import PodInfo
 
@@ -151,7 +152,7 @@ class WaitingPod:
     future: asyncio.Future[tuple[WaitOutcome, str]]
 
 
-class WaitingRoom:
+class WaitingRoom(ClusterListener):
     """The pods held at permit, by uid. Lives on the scheduling loop."""
 
     def __init__(self, clock: Callable[[], float] = time.monotonic,
@@ -218,6 +219,9 @@ class WaitingRoom:
         """Refuse a waiting pod chosen as a preemption victim, whichever fragment holds it
         (kube rejects a waiting victim rather than deleting it)."""
         return self._end(uid, None, "reject", message)
+
+    def pod_gone(self, uid: str) -> None:
+        self.gone(uid)
 
     def gone(self, uid: str, message: str = "the pod was deleted") -> bool:
         """End the wait of a pod that was deleted, whichever fragment holds it."""

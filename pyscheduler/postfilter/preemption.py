@@ -45,6 +45,7 @@ import numpy as np
 import structlog
 
 from pyscheduler.api.times import rfc3339
+from pyscheduler.framework.events import ClusterListener
 from pyscheduler.framework.interface import CycleContext
 from pyscheduler.framework.lifecycle import WaitingRoom
 from pyscheduler.framework.nodetable import NodeTable
@@ -79,7 +80,7 @@ class Nomination:
     node: str
 
 
-class Preemption:
+class Preemption(ClusterListener):
     name: ClassVar[str] = PREEMPTION
 
     def __init__(self, client: KubeClient, config: SchedulerConfig, recorder: EventRecorder,
@@ -165,6 +166,12 @@ class Preemption:
         current = self.nominations.get(pod.uid)
         if node and (current is None or current.node != node):
             self._record(Nomination(pod, node))
+
+    def pod_settled(self, uid: str) -> None:
+        self.forget(uid)
+
+    def pod_gone(self, uid: str) -> None:
+        self.forget(uid)
 
     def forget(self, uid: str) -> None:
         """The pod is bound, assumed, or gone: it is counted where it is, if anywhere."""
