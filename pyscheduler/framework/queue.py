@@ -97,7 +97,9 @@ class SchedulingQueue:
         self._in_flight_events: collections.deque[tuple[int, ClusterEvent, Any, Any]] = \
             collections.deque(maxlen=IN_FLIGHT_EVENTS)
         self.gated: set[str] = set()
-        self.in_flight: set[str] = set()
+        #: The pods being tried (popped, not yet done or requeued): uid -> the scheduling
+        #: cycle it was popped in, oldest first.
+        self.in_flight: dict[str, int] = {}
         self._seq = itertools.count()
         self._wake = asyncio.Event()
         self.move_request_cycle = 0
@@ -317,7 +319,7 @@ class SchedulingQueue:
             self.scheduling_cycle += 1
             entry.cycle = self.scheduling_cycle
             entry.attempts += 1
-            self.in_flight.add(uid)
+            self.in_flight[uid] = self.scheduling_cycle
             return entry
         return None
 
@@ -334,7 +336,7 @@ class SchedulingQueue:
 
     def done(self, uid: str) -> None:
         """The pod was scheduled (assumed): it leaves the queue."""
-        self.in_flight.discard(uid)
+        self.in_flight.pop(uid, None)
         self.entries.pop(uid, None)
         self._forget_events()
 
@@ -345,7 +347,7 @@ class SchedulingQueue:
                               rejected_by: frozenset[str] = frozenset()) -> None:
         """The attempt found no node (``rejected_by``: the plugins that said no; empty: not
         known). Park the pod until an event that may help it."""
-        self.in_flight.discard(uid)
+        self.in_flight.pop(uid, None)
         entry = self.entries.get(uid)
         if entry is None:
             return
@@ -369,23 +371,28 @@ class SchedulingQueue:
             return False
         if len(events) == events.maxlen and events[0][0] >= entry.cycle:
             return True  # some of the events of its attempt were let go: assume the worst
-        return any(cycle >= entry.cycle and self._worth(entry, event, old, new)
-                   for cycle, event, old, new in events)
+        for cycle, event, old, new in reversed(events):  # newest first, in cycle order
+            if cycle < entry.cycle:
+                return False
+            if self._worth(entry, event, old, new):
+                return True
+        return False
 
     def _forget_events(self) -> None:
         """The events no pod being tried can still need (kube clears them likewise)."""
         events = self._in_flight_events
+        if not events:
+            return
         if not self.in_flight:
             events.clear()
             return
-        oldest = min(self.entries[u].cycle for u in self.in_flight if u in self.entries) \
-            if any(u in self.entries for u in self.in_flight) else self.scheduling_cycle + 1
+        oldest = next(iter(self.in_flight.values()))  # popped first: the lowest cycle
         while events and events[0][0] < oldest:
             events.popleft()
 
     def requeue_backoff(self, uid: str, event: str = "ScheduleAttemptFailure") -> None:
         """The attempt failed for another reason (bind error, API error): retry after backoff."""
-        self.in_flight.discard(uid)
+        self.in_flight.pop(uid, None)
         entry = self.entries.get(uid)
         if entry is None:
             return
