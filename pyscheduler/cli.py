@@ -49,6 +49,47 @@ log = structlog.get_logger("pyscheduler.cli")
 RUN_GC_THRESHOLD = (10_000, 10, 10)
 
 
+def _config_check(args: argparse.Namespace) -> int:
+    """Exit 0 and print each profile when the file is valid; exit 2 naming every problem."""
+    from pyscheduler.config import ConfigError, load_config
+
+    try:
+        config = load_config(args.file)
+    except ConfigError as exc:
+        print(f"pyscheduler config check: {exc}", file=sys.stderr)
+        return 2
+    for profile in config.profiles:
+        score = ", ".join(f"{p.name}={p.weight}" for p in profile.plugins.score)
+        post = [name for name, on in (("DefaultPreemption", profile.preemption.enabled),
+                                      ("CloudBurst", config.virtual_nodes.enabled
+                                       and profile.plugins.cloud_burst)) if on]
+        if profile.preemption.order == "BurstThenPreempt":
+            post.reverse()
+        print(f"profile {profile.scheduler_name}: filter {', '.join(profile.plugins.filter)}; "
+              f"score {score}; postFilter {', '.join(post) or 'none'}")
+    return 0
+
+
+def _config_convert(args: argparse.Namespace) -> int:
+    """Print a scheduler.yaml as the two documents of a KubeSchedulerConfiguration file."""
+    import yaml
+
+    from pyscheduler.component_config import from_settings
+    from pyscheduler.config import ConfigError, dump_config, load_config
+
+    try:
+        config = load_config(args.file)
+        if config.more_profiles:
+            raise ValueError("it has several profiles already: it is a "
+                             "KubeSchedulerConfiguration")
+        documents = from_settings(dump_config(config))
+    except (ConfigError, ValueError) as exc:
+        print(f"pyscheduler config convert: {args.file}: {exc}", file=sys.stderr)
+        return 2
+    sys.stdout.write(yaml.safe_dump_all(documents, sort_keys=False))
+    return 0
+
+
 def _run(args: argparse.Namespace) -> int:
     import gc
 
@@ -350,7 +391,7 @@ def _not_installed(name: str) -> int:
 
 #: Commands of this package: the command packages' entry points (importing the embedded
 #: cluster, at a cost that ``run`` would pay at every start) are loaded for the others only.
-BUILTIN_COMMANDS = frozenset({"run", "fragment", "version"})
+BUILTIN_COMMANDS = frozenset({"run", "config", "fragment", "version"})
 
 
 def _command(argv: list[str]) -> str | None:
@@ -386,6 +427,18 @@ def build_parser(*, plugins: bool = True) -> argparse.ArgumentParser:
                           "~/.kube/config)")
     run.add_argument("--config", default=None, help="scheduler configuration file (YAML)")
     run.set_defaults(func=_run)
+
+    cfg = sub.add_parser("config", help="check or convert a configuration file")
+    csub = cfg.add_subparsers(dest="config_command", required=True)
+    ccheck = csub.add_parser("check", help="read a configuration file and say what is wrong",
+                             parents=[common])
+    ccheck.add_argument("file", help="scheduler.yaml or a KubeSchedulerConfiguration")
+    ccheck.set_defaults(func=_config_check)
+    cconvert = csub.add_parser(
+        "convert", parents=[common],
+        help="write a scheduler.yaml as a KubeSchedulerConfiguration and a settings document")
+    cconvert.add_argument("file", help="scheduler.yaml")
+    cconvert.set_defaults(func=_config_convert)
 
     fragment = sub.add_parser("fragment", help="build, try, publish and list fragments")
     fsub = fragment.add_subparsers(dest="fragment_command", required=True)

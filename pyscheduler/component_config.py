@@ -567,3 +567,70 @@ def kube_path(paths: Mapping[str, str], native: str) -> str:
         return native
     return paths[best] + native[len(best):]
 
+
+
+def _go_duration(seconds: float) -> str:
+    """Seconds as a Go duration (``15s``, ``1.5s``)."""
+    return f"{seconds:g}s"
+
+
+def from_settings(settings: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """A ``scheduler.yaml`` document (as :func:`pyscheduler.config.dump_config` writes it) as
+    the two documents of the same configuration: a KubeSchedulerConfiguration, and the
+    settings it does not hold. Reading them back gives the same configuration. Raises
+    ValueError for what a KubeSchedulerConfiguration cannot say (a fractional back-off)."""
+    rest = dict(settings)
+    for key in ("podInitialBackoffSeconds", "podMaxBackoffSeconds"):
+        if not float(rest[key]).is_integer():
+            raise ValueError(f"{key}: {rest[key]:g} is no whole number of seconds, which a "
+                             f"{KIND} needs")
+    plugins = rest.pop("plugins")
+    preemption = rest.pop("preemption")
+    post_filter: dict[str, Any] = {}
+    if not preemption["enabled"]:
+        post_filter = {"disabled": [{"name": "DefaultPreemption"}]}
+    elif preemption["order"] == "BurstThenPreempt":
+        post_filter = {"disabled": [{"name": "*"}],
+                       "enabled": [{"name": "CloudBurst"}, {"name": "DefaultPreemption"}]}
+    profile_plugins: dict[str, Any] = {
+        "filter": {"disabled": [{"name": "*"}],
+                   "enabled": [{"name": name} for name in plugins["filter"]]},
+        "score": {"disabled": [{"name": "*"}],
+                  "enabled": [{"name": name, "weight": spec["weight"]}
+                              for name, spec in plugins["score"].items()]},
+    }
+    if post_filter:
+        profile_plugins["postFilter"] = post_filter
+    election = rest.pop("leaderElection")
+    rest.pop("schedulerName")
+    kube = {
+        "apiVersion": API_VERSION, "kind": KIND,
+        "percentageOfNodesToScore": rest.pop("percentageOfNodesToScore"),
+        "podInitialBackoffSeconds": int(rest.pop("podInitialBackoffSeconds")),
+        "podMaxBackoffSeconds": int(rest.pop("podMaxBackoffSeconds")),
+        "leaderElection": {
+            "leaderElect": election["enabled"], "resourceLock": "leases",
+            "resourceName": election["leaseName"],
+            "resourceNamespace": election["leaseNamespace"],
+            "leaseDuration": _go_duration(election["leaseDurationSeconds"]),
+            "renewDeadline": _go_duration(election["renewDeadlineSeconds"]),
+            "retryPeriod": _go_duration(election["retryPeriodSeconds"]),
+        },
+        "profiles": [{
+            "schedulerName": settings["schedulerName"],
+            "plugins": profile_plugins,
+            "pluginConfig": [
+                {"name": "NodeResourcesFit", "args": {
+                    "scoringStrategy": rest.pop("scoringStrategy")}},
+                {"name": "PodTopologySpread", "args": rest.pop("podTopologySpread")},
+                {"name": "DefaultPreemption", "args": {
+                    key: preemption[key] for key in ("minCandidateNodesPercentage",
+                                                     "minCandidateNodesAbsolute")}},
+            ],
+        }],
+    }
+    if "identity" in election:
+        raise ValueError("leaderElection.identity: a KubeSchedulerConfiguration has none; "
+                         "leave it out (each process picks its own)")
+    rest["preemption"] = {"victims": preemption["victims"]}
+    return [kube, rest]

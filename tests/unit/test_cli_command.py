@@ -24,7 +24,8 @@ def test_builtin_commands_parse_without_the_command_packages() -> None:
     parser = build_parser(plugins=False)
     args = parser.parse_args(["run", "--log-level", "warning", "--config", "c.yaml"])
     assert args.config == "c.yaml" and args.log_level == "warning"
-    assert {"run", "fragment", "version"} == BUILTIN_COMMANDS
+    assert {"run", "config", "fragment", "version"} == BUILTIN_COMMANDS
+    assert parser.parse_args(["config", "check", "k.yaml"]).file == "k.yaml"
 
 
 @pytest.mark.parametrize(("argv", "level", "fmt"), [

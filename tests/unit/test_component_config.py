@@ -276,3 +276,66 @@ def test_the_readmes_example_loads_as_it_says(tmp_path: Path) -> None:
             for p in config.profiles] == [("pyscheduler", True, "LeastAllocated"),
                                           ("pyscheduler-pack", False, "MostAllocated")]
     assert config.virtual_nodes.enabled and config.schedule_fragment is None
+
+
+@pytest.mark.parametrize("settings", [
+    {},
+    {"schedulerName": "batch", "plugins": {"score": {"NodeResourcesFit": 3, "ImageLocality": 1},
+                                           "filter": ["NodeName", "NodeAffinity"]},
+     "scoringStrategy": {"type": "MostAllocated", "resources": [
+         {"name": "cpu", "weight": 2}, {"name": "nvidia.com/gpu", "weight": 5}]},
+     "preemption": {"order": "BurstThenPreempt", "victims": "AllPods",
+                    "minCandidateNodesAbsolute": 7},
+     "virtualNodes": {"enabled": True, "cloudUrl": "http://127.0.0.1:1",
+                      "pools": [{"name": "aci", "platform": "azure"}]},
+     "leaderElection": {"leaseDurationSeconds": 30, "renewDeadlineSeconds": 20,
+                        "retryPeriodSeconds": 1.5, "leaseNamespace": "sched"},
+     "percentageOfNodesToScore": 40, "podInitialBackoffSeconds": 2,
+     "podMaxBackoffSeconds": 20, "scheduleFragment": None},
+    {"preemption": {"enabled": False},
+     "scoringStrategy": {"type": "RequestedToCapacityRatio", "requestedToCapacityRatio": {
+         "shape": [{"utilization": 0, "score": 10}, {"utilization": 100, "score": 0}]}},
+     "podTopologySpread": {"defaultingType": "List", "defaultConstraints": [
+         {"maxSkew": 1, "topologyKey": "kubernetes.io/hostname",
+          "whenUnsatisfiable": "DoNotSchedule"}]}},
+])
+def test_a_scheduler_yaml_converts_to_a_kube_scheduler_configuration_that_reads_back_equal(
+        settings: dict[str, Any]) -> None:
+    from pyscheduler.component_config import from_settings
+    from pyscheduler.config import dump_config
+
+    native = parse_config(settings, "s.yaml")
+    documents = from_settings(dump_config(native))
+    assert documents[0]["kind"] == "KubeSchedulerConfiguration"
+    again = parse_documents(yaml.safe_load_all(yaml.safe_dump_all(documents)), "k.yaml")
+    assert dataclasses.replace(again, leader_election=dataclasses.replace(
+        again.leader_election, identity="")) == dataclasses.replace(
+        native, leader_election=dataclasses.replace(native.leader_election, identity=""))
+
+
+def test_what_a_kube_scheduler_configuration_cannot_say_is_refused() -> None:
+    from pyscheduler.component_config import from_settings
+    from pyscheduler.config import dump_config
+
+    with pytest.raises(ValueError, match="podInitialBackoffSeconds: 1.5 is no whole number"):
+        from_settings(dump_config(parse_config({"podInitialBackoffSeconds": 1.5}, "s")))
+
+
+def test_config_check_and_convert_on_the_command_line(tmp_path: Path,
+                                                      capsys: pytest.CaptureFixture[str]) -> None:
+    from pyscheduler.cli import main
+
+    native = tmp_path / "scheduler.yaml"
+    native.write_text("schedulerName: batch\npreemption: {enabled: false}\n")
+    assert main(["config", "convert", str(native)]) == 0
+    converted = tmp_path / "kube.yaml"
+    converted.write_text(capsys.readouterr().out)
+    assert main(["config", "check", str(converted)]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("profile batch: filter NodeUnschedulable, ") and \
+        out.rstrip().endswith("postFilter none")
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(yaml.safe_dump({**HEAD, "percentageOfNodesToScore": 120}))
+    assert main(["config", "check", str(bad)]) == 2
+    assert "percentageOfNodesToScore: Invalid value: 120: not in valid range [0-100]" in \
+        capsys.readouterr().err
