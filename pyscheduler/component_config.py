@@ -11,8 +11,9 @@ KubeSchedulerConfiguration``) is turned into this scheduler's settings document 
   point, a plugin configured at a point of its own taking its place there (kube's
   ``expandMultiPointPlugins``). A Score weight of 0 or none is 1, as in kube.
 * **pluginConfig** carries each plugin's arguments: ``NodeResourcesFitArgs``
-  (``scoringStrategy``), ``PodTopologySpreadArgs``, ``DefaultPreemptionArgs``, and
-  ``CloudBurst``'s. A plugin named twice, or unknown, is an error.
+  (``scoringStrategy``), ``PodTopologySpreadArgs``, ``DefaultPreemptionArgs``,
+  ``InterPodAffinityArgs``. A plugin named twice, or unknown, is an error, and so are arguments
+  not served here (NodeAffinity's ``addedAffinity``, VolumeBinding's).
 * **Errors** are kube's: the field's path and kube's words (``profiles[0].schedulerName:
   Required value``, ``FilterPlugin "Foo" does not exist``), every problem at once.
 
@@ -134,12 +135,13 @@ _ARGS: Final[Mapping[str, tuple[tuple[str, ...], str | None]]] = {
     "PodTopologySpread": (("defaultConstraints", "defaultingType"), "podTopologySpread"),
     "DefaultPreemption": (("minCandidateNodesPercentage", "minCandidateNodesAbsolute"),
                           "preemption"),
-    "CloudBurst": (("order",), None),
+    "InterPodAffinity": (("hardPodAffinityWeight", "ignorePreferredTermsOfExistingPods"),
+                         "interPodAffinity"),
 }
 #: Fields of the settings document the KubeSchedulerConfiguration owns.
 OWNED: Final = ("schedulerName", "plugins", "scoringStrategy", "percentageOfNodesToScore",
                 "podInitialBackoffSeconds", "podMaxBackoffSeconds", "podTopologySpread",
-                "leaderElection")
+                "interPodAffinity", "leaderElection")
 #: kube-scheduler's own lease, which this scheduler must never take.
 KUBE_SCHEDULER_LEASE: Final = ("kube-system", "kube-scheduler")
 
@@ -529,9 +531,13 @@ class _Translator:
             if args_version is not None and args_version != API_VERSION:
                 self.invalid(f"{where}.args.apiVersion", args_version,
                              f'must be "{API_VERSION}"')
-            given = self.mapping({k: v for k, v in args.items()
-                                  if k not in ("kind", "apiVersion")},
-                                 f"{where}.args", fields)
+            rest = {k: v for k, v in args.items() if k not in ("kind", "apiVersion")}
+            if not fields:
+                if rest:
+                    self.fail(f"{where}.args", f"Forbidden: {name} takes no arguments here "
+                                               f"(got {', '.join(map(str, rest))})")
+                continue
+            given = self.mapping(rest, f"{where}.args", fields)
             if name == "NodeResourcesFit":
                 for unused in ("ignoredResources", "ignoredResourceGroups"):
                     if given.get(unused):
@@ -540,8 +546,6 @@ class _Translator:
                 if "scoringStrategy" in given:
                     out["scoringStrategy"] = given["scoringStrategy"]
                     self.paths["scoringStrategy"] = f"{where}.args.scoringStrategy"
-            elif name == "CloudBurst":
-                continue  # its order is the profile's postFilter order
             elif target is not None and given:
                 section: dict[str, Any] = out.setdefault(target, {})
                 section.update(given)
@@ -626,6 +630,7 @@ def from_settings(settings: Mapping[str, Any]) -> list[dict[str, Any]]:
                 {"name": "DefaultPreemption", "args": {
                     key: preemption[key] for key in ("minCandidateNodesPercentage",
                                                      "minCandidateNodesAbsolute")}},
+                {"name": "InterPodAffinity", "args": rest.pop("interPodAffinity")},
             ],
         }],
     }

@@ -66,6 +66,7 @@ from pyscheduler.settings import (
     DefaultSpreadConstraint,
     FILTER_PLUGINS,
     FragmentsConfig,
+    InterPodAffinityConfig,
     LEADER_ELECTION_JITTER,
     LOG_LEVELS,
     LeaderElectionConfig,
@@ -312,9 +313,11 @@ _TOP_LEVEL_FIELDS: Final = (
     "metricsAddress", "bindConcurrency", "bindTimeoutSeconds", "podInitialBackoffSeconds",
     "podMaxBackoffSeconds", "podMaxInUnschedulablePodsSeconds", "assumedPodTTLSeconds",
     "logLevel", "seed", "scheduleFragment", "fragments", "storage", "virtualNodes",
-    "rebalancer", "preemption", "podTopologySpread",
+    "rebalancer", "preemption", "podTopologySpread", "interPodAffinity",
 )
 _POD_TOPOLOGY_SPREAD_FIELDS: Final = ("defaultingType", "defaultConstraints")
+_INTER_POD_AFFINITY_FIELDS: Final = ("hardPodAffinityWeight",
+                                     "ignorePreferredTermsOfExistingPods")
 _DEFAULT_CONSTRAINT_FIELDS: Final = ("maxSkew", "topologyKey", "whenUnsatisfiable",
                                      "labelSelector", "matchLabelKeys", "minDomains",
                                      "nodeAffinityPolicy", "nodeTaintsPolicy")
@@ -527,11 +530,12 @@ class _Parser:
         rebalancer = self.rebalancer(top.get("rebalancer", _MISSING))
         preemption = self.preemption(top.get("preemption", _MISSING))
         spread = self.pod_topology_spread(top.get("podTopologySpread", _MISSING))
+        affinity = self.inter_pod_affinity(top.get("interPodAffinity", _MISSING))
 
         return SchedulerConfig(
             schedule_fragment=fragment, fragments=fragments, storage=storage,
             virtual_nodes=virtual, rebalancer=rebalancer, preemption=preemption,
-            pod_topology_spread=spread,
+            pod_topology_spread=spread, inter_pod_affinity=affinity,
             scheduler_name=name, plugins=plugins, scoring_strategy=strategy,
             percentage_of_nodes_to_score=percentage, leader_election=election,
             metrics_address=address, bind_concurrency=concurrency,
@@ -739,6 +743,19 @@ class _Parser:
             order=self.choice(section, "order", path, d.order, PREEMPTION_ORDERS),
             victims=self.choice(section, "victims", path, d.victims, PREEMPTION_VICTIMS),
             min_candidate_nodes_percentage=percentage, min_candidate_nodes_absolute=absolute)
+
+    def inter_pod_affinity(self, value: object) -> InterPodAffinityConfig:
+        """kube's InterPodAffinityArgs, with ``ValidateInterPodAffinityArgs``'s range."""
+        path = "interPodAffinity"
+        section = {} if value is _MISSING else self.mapping(value, path,
+                                                             _INTER_POD_AFFINITY_FIELDS)
+        default = InterPodAffinityConfig()
+        return InterPodAffinityConfig(
+            hard_pod_affinity_weight=self.integer(section, "hardPodAffinityWeight", path,
+                                                  default.hard_pod_affinity_weight, 0, 100),
+            ignore_preferred_terms_of_existing_pods=self.boolean(
+                section, "ignorePreferredTermsOfExistingPods", path,
+                default.ignore_preferred_terms_of_existing_pods))
 
     def pod_topology_spread(self, value: object) -> PodTopologySpreadConfig:
         """kube's PodTopologySpreadArgs, with the rules of ``ValidatePodTopologySpreadArgs``."""
@@ -1162,6 +1179,11 @@ def dump_config(config: SchedulerConfig, *, include_identity: bool = False) -> d
             "defaultingType": config.pod_topology_spread.defaulting_type,
             "defaultConstraints": [_default_constraint(c) for c in
                                    config.pod_topology_spread.default_constraints],
+        },
+        "interPodAffinity": {
+            "hardPodAffinityWeight": config.inter_pod_affinity.hard_pod_affinity_weight,
+            "ignorePreferredTermsOfExistingPods":
+                config.inter_pod_affinity.ignore_preferred_terms_of_existing_pods,
         },
     }
     if include_identity:

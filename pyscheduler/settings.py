@@ -32,6 +32,7 @@ __all__ = [
     "FragmentsConfig",
     "LEADER_ELECTION_JITTER",
     "LOG_LEVELS",
+    "InterPodAffinityConfig",
     "LeaderElectionConfig",
     "MAX_BIND_CONCURRENCY",
     "PodTopologySpreadConfig",
@@ -348,6 +349,17 @@ SYSTEM_DEFAULT_SPREAD_CONSTRAINTS: Final = (
 
 
 @dataclass(frozen=True, slots=True)
+class InterPodAffinityConfig:
+    """kube's InterPodAffinityArgs."""
+
+    #: The score a node gets per required affinity term of an existing pod that the incoming
+    #: pod matches (0..100).
+    hard_pod_affinity_weight: int = 1
+    #: Score only with the incoming pod's own preferred terms (and skip when it has none).
+    ignore_preferred_terms_of_existing_pods: bool = False
+
+
+@dataclass(frozen=True, slots=True)
 class PodTopologySpreadConfig:
     """kube's PodTopologySpreadArgs: the constraints a pod without its own
     ``topologySpreadConstraints`` gets. ``System`` (kube's default) gives
@@ -368,7 +380,8 @@ class PodTopologySpreadConfig:
 #: The fields of :class:`SchedulerConfig` that are a profile's own; the others are the
 #: process's, shared by every profile.
 PROFILE_FIELDS: Final = ("scheduler_name", "plugins", "scoring_strategy",
-                         "percentage_of_nodes_to_score", "preemption", "pod_topology_spread")
+                         "percentage_of_nodes_to_score", "preemption", "pod_topology_spread",
+                         "inter_pod_affinity")
 
 
 @dataclass(frozen=True, slots=True)
@@ -399,6 +412,7 @@ class SchedulerConfig:
     rebalancer: RebalancerConfig = field(default_factory=RebalancerConfig)
     preemption: PreemptionConfig = field(default_factory=PreemptionConfig)
     pod_topology_spread: PodTopologySpreadConfig = field(default_factory=PodTopologySpreadConfig)
+    inter_pod_affinity: InterPodAffinityConfig = field(default_factory=InterPodAffinityConfig)
     #: The profiles after this one (a KubeSchedulerConfiguration's ``profiles[1:]``): each
     #: differs from this one only in its scheduler name and its plugins' settings
     #: (:data:`PROFILE_FIELDS`).

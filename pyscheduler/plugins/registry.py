@@ -64,7 +64,10 @@ FACTORIES: dict[str, Callable[[SchedulerConfig], Any]] = {
     NodePorts.name: lambda c: NodePorts(),
     NodeResourcesFit.name: _fit,
     PodTopologySpread.name: lambda c: PodTopologySpread(),
-    InterPodAffinity.name: lambda c: InterPodAffinity(),
+    InterPodAffinity.name: lambda c: InterPodAffinity(
+        hard_pod_affinity_weight=c.inter_pod_affinity.hard_pod_affinity_weight,
+        ignore_preferred_terms_of_existing_pods=(
+            c.inter_pod_affinity.ignore_preferred_terms_of_existing_pods)),
     BalancedAllocation.name: lambda c: BalancedAllocation(),
     ImageLocality.name: lambda c: ImageLocality(),
     NodeReady.name: lambda c: NodeReady(),

@@ -188,6 +188,20 @@ def test_plugin_config_sets_each_plugins_arguments() -> None:
             config.preemption.min_candidate_nodes_absolute) == (20, 5)
 
 
+def test_inter_pod_affinity_args_and_arguments_not_served_here() -> None:
+    config = profile(pluginConfig=[{"name": "InterPodAffinity", "args": {
+        "hardPodAffinityWeight": 5, "ignorePreferredTermsOfExistingPods": True}}])
+    assert (config.inter_pod_affinity.hard_pod_affinity_weight,
+            config.inter_pod_affinity.ignore_preferred_terms_of_existing_pods) == (5, True)
+    found = profile_errors(pluginConfig=[
+        {"name": "InterPodAffinity", "args": {"hardPodAffinityWeight": 101}},
+        {"name": "NodeAffinity", "args": {"addedAffinity": {}}}])
+    assert any(e.startswith("profiles[0].pluginConfig[0].args.hardPodAffinityWeight: must be an "
+                            "integer between 0 and 100") for e in found), found
+    assert "profiles[0].pluginConfig[1].args: Forbidden: NodeAffinity takes no arguments " \
+           "here (got addedAffinity)" in found
+
+
 def test_plugin_config_problems_name_the_kube_path() -> None:
     found = profile_errors(pluginConfig=[
         {"name": "NodeResourcesFit", "args": {"kind": "FitArgs", "scoringStrategy": {
@@ -272,9 +286,11 @@ def test_the_readmes_example_loads_as_it_says(tmp_path: Path) -> None:
     path = tmp_path / "scheduler.yaml"
     path.write_text(block)
     config = load_config(str(path))
-    assert [(p.scheduler_name, p.preemption.enabled, p.scoring_strategy.type)
-            for p in config.profiles] == [("pyscheduler", True, "LeastAllocated"),
-                                          ("pyscheduler-pack", False, "MostAllocated")]
+    assert [(p.scheduler_name, p.preemption.enabled, p.preemption.order,
+             p.scoring_strategy.type) for p in config.profiles] == [
+        ("pyscheduler", True, "PreemptThenBurst", "LeastAllocated"),
+        ("pyscheduler-pack", False, "PreemptThenBurst", "MostAllocated"),
+        ("pyscheduler-cloud-first", True, "BurstThenPreempt", "LeastAllocated")]
     assert config.virtual_nodes.enabled and config.schedule_fragment is None
 
 
@@ -291,6 +307,7 @@ def test_the_readmes_example_loads_as_it_says(tmp_path: Path) -> None:
      "leaderElection": {"leaseDurationSeconds": 30, "renewDeadlineSeconds": 20,
                         "retryPeriodSeconds": 1.5, "leaseNamespace": "sched"},
      "percentageOfNodesToScore": 40, "podInitialBackoffSeconds": 2,
+     "interPodAffinity": {"hardPodAffinityWeight": 3},
      "podMaxBackoffSeconds": 20, "scheduleFragment": None},
     {"preemption": {"enabled": False},
      "scoringStrategy": {"type": "RequestedToCapacityRatio", "requestedToCapacityRatio": {
@@ -323,7 +340,12 @@ def test_what_a_kube_scheduler_configuration_cannot_say_is_refused() -> None:
 
 def test_config_check_and_convert_on_the_command_line(tmp_path: Path,
                                                       capsys: pytest.CaptureFixture[str]) -> None:
-    from pyscheduler.cli import main
+    from pyscheduler.cli import parse_command_line
+
+    def main(argv: list[str]) -> int:  # the command without main()'s logging set-up
+        args = parse_command_line(argv)
+        result: int = args.func(args)
+        return result
 
     native = tmp_path / "scheduler.yaml"
     native.write_text("schedulerName: batch\npreemption: {enabled: false}\n")

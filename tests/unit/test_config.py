@@ -459,7 +459,7 @@ def test_every_error_is_reported_at_once() -> None:
                  "bindConcurrency, bindTimeoutSeconds, podInitialBackoffSeconds, "
                  "podMaxBackoffSeconds, podMaxInUnschedulablePodsSeconds, assumedPodTTLSeconds, "
                  "logLevel, seed, scheduleFragment, fragments, storage, virtualNodes, rebalancer, "
-                 "preemption, podTopologySpread",
+                 "preemption, podTopologySpread, interPodAffinity",
                      id="kube header"),
 ])
 def test_unknown_field_suggestion(document: object, message: str) -> None:
@@ -563,7 +563,7 @@ def test_dump_is_camel_case_and_plain_data() -> None:
         "leaderElection", "metricsAddress", "bindConcurrency", "bindTimeoutSeconds",
         "podInitialBackoffSeconds", "podMaxBackoffSeconds", "podMaxInUnschedulablePodsSeconds",
         "assumedPodTTLSeconds", "logLevel", "seed", "scheduleFragment", "fragments", "storage",
-        "virtualNodes", "rebalancer", "preemption", "podTopologySpread"]
+        "virtualNodes", "rebalancer", "preemption", "podTopologySpread", "interPodAffinity"]
     assert dumped["plugins"]["score"]["NodeAffinity"] == {"weight": 2}
     assert dumped["leaderElection"]["leaseDurationSeconds"] == 15
     assert isinstance(dumped["leaderElection"]["leaseDurationSeconds"], int)
