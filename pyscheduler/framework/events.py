@@ -9,6 +9,7 @@ what changed on a node with :func:`node_update`, as kube's event handlers do.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Final
 
 from pyscheduler.framework.interface import ActionType, ClusterEvent, ClusterEventWithHint
@@ -21,6 +22,7 @@ __all__ = [
     "ASSIGNED_POD_DELETE",
     "NODE",
     "NODE_ADD",
+    "namespace_and_labels",
     "POD",
     "node_update",
     "on",
@@ -37,6 +39,17 @@ ASSIGNED_POD_DELETE: Final = ClusterEvent(POD, ActionType.DELETE)
 def on(resource: str, action: ActionType) -> ClusterEventWithHint:
     """A registration without a hint: every such event may help."""
     return ClusterEventWithHint(ClusterEvent(resource, action))
+
+
+def namespace_and_labels(obj: object) -> tuple[str, Mapping[str, str]] | None:
+    """A pod object's namespace and labels, for hints (None: not a pod object)."""
+    if not isinstance(obj, Mapping):
+        return None
+    meta = obj.get("metadata")
+    if not isinstance(meta, Mapping):
+        return None
+    labels = meta.get("labels")
+    return str(meta.get("namespace") or ""), labels if isinstance(labels, Mapping) else {}
 
 
 def node_update(old: NodeInfo, new: NodeInfo) -> ActionType | None:

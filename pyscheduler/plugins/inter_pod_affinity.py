@@ -57,8 +57,13 @@ from typing import ClassVar
 
 import numpy as np
 
-from pyscheduler.framework.events import on
-from pyscheduler.framework.interface import ActionType, ClusterEventWithHint
+from pyscheduler.framework.events import namespace_and_labels, on
+from pyscheduler.framework.interface import (
+    ActionType,
+    ClusterEvent,
+    ClusterEventWithHint,
+    QueueingHint,
+)
 from pyscheduler.api.labels import LabelSelector
 from pyscheduler.framework.interface import (
     MAX_NODE_SCORE,
@@ -250,7 +255,9 @@ class InterPodAffinity:
     def events_to_register(self) -> tuple[ClusterEventWithHint, ...]:
         """The events that may make a pod this plugin rejected schedulable (kube's, with
         queueing hints on)."""
-        return (on("Pod", ActionType.ADD | ActionType.UPDATE_POD_LABEL | ActionType.DELETE),
+        return (ClusterEventWithHint(ClusterEvent("Pod", ActionType.ADD
+                                                  | ActionType.UPDATE_POD_LABEL
+                                                  | ActionType.DELETE), may_satisfy_affinity),
                 on("Node", ActionType.ADD | ActionType.UPDATE_NODE_LABEL))
 
     def __init__(self, *, hard_pod_affinity_weight: int = DEFAULT_HARD_POD_AFFINITY_WEIGHT,
@@ -403,3 +410,21 @@ class InterPodAffinity:
             scaled = float(MAX_NODE_SCORE) * ((values - low).astype(np.float64) / float(high - low))
             out[scored] = scaled.astype(np.int64)
         return out
+
+
+def may_satisfy_affinity(pod: PodInfo, old: object, new: object) -> QueueingHint:
+    """Whether a pod changing may let ``pod`` in (kube's ``isSchedulableAfterPodChange``): a
+    pod added helps only one of ``pod``'s required affinity terms select (an anti-affinity
+    conflict, ``pod``'s or an existing pod's, is never solved by one more pod); a pod deleted
+    or relabelled may always help."""
+    if old is not None:
+        return QueueingHint.QUEUE
+    added = namespace_and_labels(new)
+    if added is None:
+        return QueueingHint.QUEUE
+    namespace, labels = added
+    for term in pod.affinity:
+        if (term.namespace_selector is not None or namespace in term.namespaces) \
+                and term.selector.matches(labels):
+            return QueueingHint.QUEUE
+    return QueueingHint.SKIP

@@ -80,8 +80,13 @@ from typing import ClassVar
 import numpy as np
 import numpy.typing as npt
 
-from pyscheduler.framework.events import on
-from pyscheduler.framework.interface import ActionType, ClusterEventWithHint
+from pyscheduler.framework.events import namespace_and_labels, on
+from pyscheduler.framework.interface import (
+    ActionType,
+    ClusterEvent,
+    ClusterEventWithHint,
+    QueueingHint,
+)
 from pyscheduler.framework.interface import (
     MAX_NODE_SCORE,
     CycleContext,
@@ -393,9 +398,13 @@ class PodTopologySpread:
 
     def events_to_register(self) -> tuple[ClusterEventWithHint, ...]:
         """The events that may make a pod this plugin rejected schedulable (kube's, with
-        queueing hints on)."""
-        return (on("Pod", ActionType.ADD | ActionType.UPDATE_POD_LABEL | ActionType.UPDATE_POD_TOLERATION | ActionType.DELETE),
-                on("Node", ActionType.ADD | ActionType.DELETE | ActionType.UPDATE_NODE_LABEL | ActionType.UPDATE_NODE_TAINT))
+        queueing hints on): a pod its constraints count changing, a node's domain."""
+        return (ClusterEventWithHint(ClusterEvent("Pod", ActionType.ADD
+                                                  | ActionType.UPDATE_POD_LABEL
+                                                  | ActionType.UPDATE_POD_TOLERATION
+                                                  | ActionType.DELETE), involved_in_spread),
+                on("Node", ActionType.ADD | ActionType.DELETE | ActionType.UPDATE_NODE_LABEL
+                   | ActionType.UPDATE_NODE_TAINT))
 
     def __init__(self) -> None:
         self._terminating = _TerminatingPods()
@@ -623,3 +632,19 @@ def _normalize(raw: IntArray, seen: IntArray) -> IntArray:
     low = int(seen.min())
     out: IntArray = MAX_NODE_SCORE * (high + low - raw) // high
     return out
+
+
+def involved_in_spread(pod: PodInfo, old: object, new: object) -> QueueingHint:
+    """kube's ``isSchedulableAfterPodChange``: a pod changing matters to ``pod`` only when it
+    is in ``pod``'s namespace and one of ``pod``'s DoNotSchedule constraints selects it (before
+    or after the change). A pod rejected through default constraints, or an event without its
+    pod, is queued."""
+    constraints = [c for c in pod.spread if c.when_unsatisfiable == "DoNotSchedule"]
+    seen = [found for found in (namespace_and_labels(old), namespace_and_labels(new))
+            if found is not None]
+    if not constraints or not seen:
+        return QueueingHint.QUEUE
+    for namespace, labels in seen:
+        if namespace == pod.namespace and any(c.selector.matches(labels) for c in constraints):
+            return QueueingHint.QUEUE
+    return QueueingHint.SKIP

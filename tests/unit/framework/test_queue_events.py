@@ -168,3 +168,52 @@ def test_what_changed_on_a_node_in_kubes_words() -> None:
     assert events.node_update(base, node(ready="False")) == ActionType.UPDATE_NODE_CONDITION
     both = events.node_update(base, node(labels={"a": "b"}, cpu="8"))
     assert both == ActionType.UPDATE_NODE_LABEL | ActionType.UPDATE_NODE_ALLOCATABLE
+
+
+def assigned(name: str, namespace: str = "ns", **labels: str) -> dict[str, Any]:
+    return {"metadata": {"name": name, "namespace": namespace, "labels": labels},
+            "spec": {"nodeName": "n1"}}
+
+
+def test_a_pod_changing_matters_to_spread_only_if_a_constraint_selects_it() -> None:
+    from pyscheduler.plugins.pod_topology_spread import PodTopologySpread
+
+    spread = {"topologySpreadConstraints": [{
+        "maxSkew": 1, "topologyKey": "zone", "whenUnsatisfiable": "DoNotSchedule",
+        "labelSelector": {"matchLabels": {"app": "web"}}}]}
+    clock = Clock()
+    regs = {"PodTopologySpread": tuple(PodTopologySpread().events_to_register())}
+    q = SchedulingQueue(clock=clock, registrations=regs)
+    q.add(pod("web", **spread))
+    entry = q.pop_nowait()
+    assert entry is not None
+    q.requeue_unschedulable(entry.pod.uid, frozenset({"PodTopologySpread"}))
+    clock.now += 60
+    q.cluster_event(events.ASSIGNED_POD_ADD, None, assigned("db", app="db"))
+    q.cluster_event(events.ASSIGNED_POD_ADD, None, assigned("web2", "other", app="web"))
+    assert active(q) == []  # another app, another namespace: the counts it reads are as they were
+    q.cluster_event(events.ASSIGNED_POD_DELETE, assigned("web1", app="web"), None)
+    assert active(q) == ["web"]
+
+
+def test_one_more_pod_helps_pod_affinity_only_if_a_required_term_selects_it() -> None:
+    affinity = {"affinity": {"podAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+        {"labelSelector": {"matchLabels": {"app": "db"}}, "topologyKey": "zone"}]}}}
+    anti = {"affinity": {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+        {"labelSelector": {"matchLabels": {"app": "db"}}, "topologyKey": "zone"}]}}}
+    clock = Clock()
+    regs = {"InterPodAffinity": tuple(InterPodAffinity().events_to_register())}
+    q = SchedulingQueue(clock=clock, registrations=regs)
+    for name, spec in (("wants-db", affinity), ("shuns-db", anti)):
+        q.add(pod(name, **spec))
+        entry = q.pop_nowait()
+        assert entry is not None
+        q.requeue_unschedulable(entry.pod.uid, frozenset({"InterPodAffinity"}))
+    clock.now += 60
+    q.cluster_event(events.ASSIGNED_POD_ADD, None, assigned("cache", app="cache"))
+    q.cluster_event(events.ASSIGNED_POD_ADD, None, assigned("db0", "elsewhere", app="db"))
+    assert active(q) == []
+    q.cluster_event(events.ASSIGNED_POD_ADD, None, assigned("db1", app="db"))
+    assert active(q) == ["wants-db"]
+    q.cluster_event(events.ASSIGNED_POD_DELETE, assigned("db1", app="db"), None)
+    assert active(q) == ["shuns-db"]
