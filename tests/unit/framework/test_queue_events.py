@@ -36,8 +36,8 @@ def registrations() -> dict[str, tuple[ClusterEventWithHint, ...]]:
         "CloudBurst": tuple(CloudBurst.events_to_register(None))}  # type: ignore[arg-type]
 
 
-def parked(q: SchedulingQueue, name: str, *rejected_by: str) -> str:
-    q.add(pod(name))
+def parked(q: SchedulingQueue, name: str, *rejected_by: str, **spec: Any) -> str:
+    q.add(pod(name, **spec))
     entry = q.pop_nowait()
     assert entry is not None and entry.pod.name == name
     q.requeue_unschedulable(entry.pod.uid, frozenset(rejected_by))
@@ -184,10 +184,7 @@ def test_a_pod_changing_matters_to_spread_only_if_a_constraint_selects_it() -> N
     clock = Clock()
     regs = {"PodTopologySpread": tuple(PodTopologySpread().events_to_register())}
     q = SchedulingQueue(clock=clock, registrations=regs)
-    q.add(pod("web", **spread))
-    entry = q.pop_nowait()
-    assert entry is not None
-    q.requeue_unschedulable(entry.pod.uid, frozenset({"PodTopologySpread"}))
+    parked(q, "web", "PodTopologySpread", **spread)
     clock.now += 60
     q.cluster_event(events.ASSIGNED_POD_ADD, None, assigned("db", app="db"))
     q.cluster_event(events.ASSIGNED_POD_ADD, None, assigned("web2", "other", app="web"))
@@ -204,11 +201,8 @@ def test_one_more_pod_helps_pod_affinity_only_if_a_required_term_selects_it() ->
     clock = Clock()
     regs = {"InterPodAffinity": tuple(InterPodAffinity().events_to_register())}
     q = SchedulingQueue(clock=clock, registrations=regs)
-    for name, spec in (("wants-db", affinity), ("shuns-db", anti)):
-        q.add(pod(name, **spec))
-        entry = q.pop_nowait()
-        assert entry is not None
-        q.requeue_unschedulable(entry.pod.uid, frozenset({"InterPodAffinity"}))
+    parked(q, "wants-db", "InterPodAffinity", **affinity)
+    parked(q, "shuns-db", "InterPodAffinity", **anti)
     clock.now += 60
     q.cluster_event(events.ASSIGNED_POD_ADD, None, assigned("cache", app="cache"))
     q.cluster_event(events.ASSIGNED_POD_ADD, None, assigned("db0", "elsewhere", app="db"))
