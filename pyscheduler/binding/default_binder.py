@@ -55,21 +55,31 @@ class DefaultBinder:
 
     async def _with_retries(self, pod: PodInfo, node: str) -> Status | None:
         delay = 0.1
+        unanswered = False  # an earlier attempt got no answer: it may have bound the pod
         for attempt in range(BIND_RETRIES + 1):
             try:
                 await self.client.bind(pod.namespace, pod.name, node, uid=pod.uid,
                                        timeout=self.timeout)
                 return None
             except (ConflictError, NotFoundError) as exc:
-                self._count(exc)
-                return await self._what_became_of(pod, node)
+                outcome = await self._what_became_of(pod, node)
+                if unanswered and outcome is None and isinstance(exc, ConflictError):
+                    # Our own earlier attempt did bind it (its answer was lost): no second
+                    # binding of anyone's, and no Conflict to count.
+                    log.info("an earlier binding attempt that got no answer did bind the pod",
+                             pod=pod.key, node=node)
+                else:
+                    self._count(exc)
+                return outcome
             except ApiStatusError as exc:
                 self._count(exc)
+                unanswered = True
                 if not is_retryable(exc):
                     log.warning("binding refused", pod=pod.key, node=node, error=exc.message)
                     return RETRY
             except Exception as exc:  # transport errors, timeouts
                 self._count(exc)
+                unanswered = True
                 if not is_retryable(exc):
                     log.warning("binding failed", pod=pod.key, node=node, error=str(exc))
                     return RETRY

@@ -106,6 +106,10 @@ class Preemption(ClusterListener):
                                  on_update=lambda old, new: self._budget_set(new),
                                  on_delete=self._budget_deleted)
         self._tasks: set[asyncio.Task[None]] = set()
+        # Victims this scheduler is evicting or evicted, until they are gone: another
+        # preemptor whose dry run still counts one of them (the informer has not shown it
+        # terminating yet) does not evict it again, nor record a second Preempted event.
+        self._evicting: set[str] = set()
         self.preempted = 0  # victims evicted
 
     # -- budgets -------------------------------------------------------------------------------
@@ -172,6 +176,7 @@ class Preemption(ClusterListener):
 
     def pod_gone(self, uid: str) -> None:
         self.forget(uid)
+        self._evicting.discard(uid)
 
     def forget(self, uid: str) -> None:
         """The pod is bound, assumed, or gone: it is counted where it is, if anywhere."""
@@ -313,8 +318,9 @@ class Preemption(ClusterListener):
                                            {"status": {"nominatedNodeName": node}})
 
     async def _evict(self, preemptor: PodInfo, victim: PodInfo, node: str) -> None:
-        if victim.deleting:
+        if victim.deleting or victim.uid in self._evicting:
             return  # already on its way out
+        self._evicting.add(victim.uid)
         condition = {"type": DISRUPTION_TARGET, "status": "True",
                      "reason": PREEMPTION_BY_SCHEDULER,
                      "message": f"{preemptor.scheduler_name}: preempting to accommodate a "
@@ -327,7 +333,8 @@ class Preemption(ClusterListener):
         if self.waiting is not None and self.waiting.preempted(
                 victim.uid, f"preempted by pod {preemptor.uid} on node {node}"):
             # Not bound yet: its room is given back and it is scheduled again (as kube
-            # rejects a waiting victim instead of deleting it).
+            # rejects a waiting victim instead of deleting it) — a victim again, maybe, later.
+            self._evicting.discard(victim.uid)
             self.preempted += 1
             log.info("preempted a pod waiting at permit", pod=victim.key,
                      preemptor=preemptor.key, node=node)
@@ -341,6 +348,7 @@ class Preemption(ClusterListener):
         except asyncio.CancelledError:
             raise
         except Exception as exc:
+            self._evicting.discard(victim.uid)  # still running: a later preemption may try
             log.warning("could not preempt a pod", pod=victim.key, preemptor=preemptor.key,
                         error=str(exc))
             return

@@ -148,10 +148,13 @@ class ApiServer:
             await self._runner.cleanup()
             self._runner = None
 
-    def inject_failures(self, method: str, path_pattern: str, code: int, count: int) -> None:
+    def inject_failures(self, method: str, path_pattern: str, code: int, count: int, *,
+                        after: bool = False) -> None:
         """Fault injection: answer the next ``count`` requests whose method and path match with
-        a ``code`` Status (e.g. 500, 503, 429), as an overloaded or failing server would."""
-        self._faults.append([method.upper(), re.compile(path_pattern), code, count])
+        a ``code`` Status (e.g. 500, 503, 429), as an overloaded or failing server would.
+        ``after``: carry the request out first, then answer so (the answer lost on the way,
+        as a gateway timing out after the server acted)."""
+        self._faults.append([method.upper(), re.compile(path_pattern), code, count, after])
 
     def clear_failures(self) -> None:
         """End every fault :meth:`inject_failures` set up."""
@@ -159,7 +162,9 @@ class ApiServer:
 
     def _injected(self, request: web.Request) -> errors.ApiError | None:
         for fault in self._faults:
-            method, pattern, code, remaining = fault
+            method, pattern, code, remaining, after = fault
+            if after != request.get("fault_after", False):
+                continue
             if remaining > 0 and method == request.method and pattern.search(request.path):
                 fault[3] -= 1
                 reasons = {429: "TooManyRequests", 503: "ServiceUnavailable",
@@ -213,7 +218,13 @@ class ApiServer:
             if injected is not None:
                 return _error(injected)
         try:
-            return await handler(request)
+            response = await handler(request)
+            if self._faults:
+                request["fault_after"] = True
+                injected = self._injected(request)
+                if injected is not None:
+                    return _error(injected)
+            return response
         except errors.ApiError as exc:
             return _error(exc)
         except web.HTTPRequestEntityTooLarge:

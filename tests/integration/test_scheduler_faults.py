@@ -139,6 +139,19 @@ def test_bind_errors_are_retried_and_never_bind_twice(sim: AnyCluster,
         errors_seen = s.call(lambda: s.app.metrics.registry.get_sample_value(
             "pyscheduler_bind_errors_total", {"reason": "InternalError"}))
         assert errors_seen == 2
+        # A binding carried out whose answer is lost (a gateway timing out after the server
+        # bound the pod): the retry gets 409, the pod is found bound to our node, and that is
+        # success — no second binding, no Conflict counted.
+        sim.call(lambda: sim.cluster.server.inject_failures(
+            "POST", rf"/namespaces/{ns}/pods/c/binding$", 504, 1, after=True))
+        core.create_namespaced_pod(ns, pod("c"))
+        wait_for(lambda: bound(core, ns).get("c"), what="c bound despite the lost answer")
+        sample = s.app.metrics.registry.get_sample_value
+        wait_for(lambda: s.call(lambda: sample("pyscheduler_bind_errors_total",
+                                               {"reason": "Timeout"})) == 1,
+                 what="the lost answer counted once")
+        assert not s.call(lambda: sample("pyscheduler_bind_errors_total",
+                                         {"reason": "Conflict"}))
     finally:
         s.stop()
     assert all(n <= 1 for n in scheduled_events(core, ns).values())
