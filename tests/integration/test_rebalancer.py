@@ -19,6 +19,7 @@ import pytest
 import yaml
 from kubernetes import client, config
 
+from pyscheduler.api.names import NEVER, REBALANCE_ANNOTATION
 from pyscheduler_sim.cluster import ClusterSpec, PoolSpec
 from pyscheduler_sim.cloud import BackgroundCloudSim
 from pyscheduler_sim.cloud import PoolSpec as CloudPool
@@ -161,7 +162,10 @@ def test_a_move_recorded_since_the_cache_saw_the_pod_is_followed_not_overwritten
     s, core, ns = scheduler_on_full_nodes(sim, cloud, name, "stale")
     try:
         rebalancer = s.app.rebalancer
-        core.create_namespaced_pod(ns, pod("mine", name))
+        # Never moved by a sweep of its own (which would race with the move staged below, the
+        # moment the real nodes are free); a move recorded on it is still followed.
+        core.create_namespaced_pod(ns, pod("mine", name,
+                                           annotations={REBALANCE_ANNOTATION: NEVER}))
         wait_for(lambda: running_on(core, ns).get("mine") == "wssp-virtual-aci", timeout=30,
                  what="mine to run on the cloud")
         uid = core.read_namespaced_pod("mine", ns).metadata.uid
